@@ -1,0 +1,2 @@
+//! Thin Linux packet I/O.
+#![allow(unsafe_code)]

@@ -1,0 +1,1 @@
+//! Wire codecs (filled in by the codec work).

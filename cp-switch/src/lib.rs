@@ -1,0 +1,2 @@
+//! cp-switch.
+#![forbid(unsafe_code)]

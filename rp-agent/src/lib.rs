@@ -1,0 +1,2 @@
+//! rp-agent.
+#![forbid(unsafe_code)]

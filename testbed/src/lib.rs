@@ -1,0 +1,2 @@
+//! testbed.
+#![forbid(unsafe_code)]
