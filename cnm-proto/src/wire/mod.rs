@@ -33,16 +33,22 @@
 use core::fmt;
 
 pub mod cn_tag;
+pub mod cnm;
 pub mod ethernet;
 pub mod flow;
+pub mod lldp;
 pub mod pause;
+pub mod rate_feedback;
 pub mod vlan;
 mod walk;
 
 pub use cn_tag::{CnTag, CnTagRepr};
+pub use cnm::{build_cnm, quantize_queue, Cnm, CnmParams, CnmRepr, CpId};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
 pub use flow::{FiveTuple, FlowKey};
+pub use lldp::{LldpCnTlv, LldpCnTlvRepr};
 pub use pause::{build_pause_frame, MacControl, MacControlRepr};
+pub use rate_feedback::{RateFeedback, RateFeedbackRepr};
 pub use vlan::{VlanRepr, VlanTag};
 pub use walk::{walk, L2Info, VlanInfo};
 
@@ -92,7 +98,6 @@ fn put_u16(b: &mut [u8], at: usize, v: u16) {
 
 /// A big-endian `u64` at `at`.
 #[inline]
-#[allow(dead_code)] // used by the CNM codec, next commit
 fn be_u64(b: &[u8], at: usize) -> u64 {
     let mut x = [0u8; 8];
     x.copy_from_slice(&b[at..at + 8]);
@@ -101,7 +106,6 @@ fn be_u64(b: &[u8], at: usize) -> u64 {
 
 /// Writes `v` big-endian at `at`.
 #[inline]
-#[allow(dead_code)] // used by the CNM codec, next commit
 fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
