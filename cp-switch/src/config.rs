@@ -15,9 +15,10 @@ use std::str::FromStr;
 /// Number of priorities (IEEE 802.1Q-2018 clause 6.9.3: the 3-bit PCP gives 8 priorities).
 pub const NUM_PRIORITIES: usize = 8;
 
-/// Largest number of ports one bridge may have (the port index must fit a CPID index
-/// `port * 8 + priority` below the input-CP flag bit 0x8000, QCN-REFERENCE [choice]).
-pub const MAX_PORTS: usize = 1024;
+/// Largest number of ports one bridge may have. The CPID index `port * 8 + priority` must stay
+/// below the input-CP flag bit 0x8000 (QCN-REFERENCE [choice]), and the VOQ count grows as
+/// `ports² × 8`, so the bound is kept well below that limit.
+pub const MAX_PORTS: usize = 256;
 
 /// The whole configuration of one bridge.
 #[derive(Debug, Clone, Deserialize)]
