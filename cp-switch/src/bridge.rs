@@ -48,6 +48,7 @@ use crate::shaper::Shaper;
 use crate::stats::{
     BridgeStats, DropReason, Event, PortCounters, PortStats, QueueCounters, QueueKind, QueueStats,
 };
+use crate::voq::InputBuffer;
 use crate::PortId;
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{build_pause_frame, EthernetAddress, MacControlRepr};
@@ -84,8 +85,6 @@ pub struct Bridge {
     #[allow(dead_code)] // kept for the congestion points (sampling) that will use it
     rng: Rng,
 }
-
-use crate::voq::InputBuffer;
 
 #[derive(Debug)]
 struct Port {
@@ -302,7 +301,9 @@ impl Bridge {
         best
     }
 
-    /// Changes the emulated line rate of `port` (`None` = unshaped).
+    /// Changes the emulated line rate of `port` (`None` = unshaped). The frame being
+    /// serialised finishes at the old rate. A zero rate is ignored (take the port down with
+    /// [`Bridge::set_port_up`] instead).
     pub fn set_port_rate(&mut self, now: Instant, port: PortId, rate: Option<Rate>) {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;

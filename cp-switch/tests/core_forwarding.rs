@@ -218,3 +218,45 @@ fn port_down_drops_and_flushes() {
     assert_eq!(links, 2);
     let _ = Instant::ZERO;
 }
+
+#[test]
+fn random_bytes_never_panic_and_are_accounted() {
+    use cnm_proto::rng::Rng;
+    let mut cfg = BridgeConfig::with_ports(Harness::ports(4));
+    cfg.lossless.mode = cp_switch::LosslessMode::Pfc;
+    cfg.ports[1].rate = Some(cnm_proto::Rate::from_mbps(50));
+    cfg.ports[2].delay = Duration::from_micros(20);
+    let mut h = Harness::new(cfg);
+    let mut rng = Rng::new(99);
+    let mut buf = vec![0u8; 2000];
+    let mut rx = [0u64; 4];
+    for i in 0..20_000 {
+        let len = rng.below(200) as usize;
+        for b in buf.iter_mut().take(len) {
+            *b = rng.next_u64() as u8;
+        }
+        // Sometimes make it look like a tagged frame or MAC control.
+        if len > 18 && i % 3 == 0 {
+            buf[12..14].copy_from_slice(if i % 2 == 0 {
+                &[0x81, 0x00]
+            } else {
+                &[0x88, 0x08]
+            });
+        }
+        let port = rng.below(5) as u16; // port 4 does not exist
+        h.rx(port, &buf[..len]);
+        if let Some(r) = rx.get_mut(usize::from(port)) {
+            *r += 1;
+        }
+        if i % 16 == 0 {
+            h.advance(Duration::from_micros(3));
+            h.poll();
+            h.clear();
+        }
+    }
+    h.run_until(h.now + Duration::from_secs(1));
+    let st = h.bridge.stats();
+    for (p, n) in st.ports.iter().zip(rx) {
+        assert_eq!(p.rx_frames, n);
+    }
+}
