@@ -16,7 +16,10 @@
 //!    priority) round-robin across inputs, **only when the frame fits**: a full output queue
 //!    holds frames in their VOQs (backpressure), which is what fills input buffers and fires
 //!    PAUSE, while frames for other outputs in the same input buffer keep moving (no
-//!    head-of-line blocking). The output queues therefore never drop. *Output congestion point
+//!    head-of-line blocking). The output queues therefore never drop. (With
+//!    `buffers.on_output_full = "drop"` the fabric instead drops a frame that does not fit,
+//!    counted `output_full`: the VOQs then never hold frames and the bridge behaves as the
+//!    output-queued drop-tail switch of the QCN papers.) *Output congestion point
 //!    hook:* every enqueue passes through `Bridge::output_enqueued`.
 //! 4. [`Bridge::poll_transmit`] serves each port: control frames (PAUSE/PFC, later CNMs) first
 //!    and never paused; then frames whose propagation delay ([`crate::delay`]) has elapsed; then
@@ -36,7 +39,7 @@
 //! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
-use crate::config::{BridgeConfig, ConfigError, LosslessMode, NUM_PRIORITIES};
+use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, Decision};
@@ -68,6 +71,8 @@ pub struct Bridge {
     max_frame: usize,
     nominal_rate: Rate,
     control_frames: usize,
+    /// `buffers.on_output_full == Drop`: the fabric drops instead of holding frames.
+    drop_at_output: bool,
     ports: Vec<Port>,
     /// Input buffers, index `input * 8 + priority`.
     inbufs: Vec<InputBuffer>,
@@ -154,6 +159,7 @@ impl Bridge {
             max_frame: max_frame as usize,
             nominal_rate: cfg.lossless.nominal_rate,
             control_frames: cfg.buffers.control_frames,
+            drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
             ports,
             inbufs: (0..n * P)
                 .map(|_| InputBuffer::new(n, cfg.buffers.input.get()))
@@ -570,7 +576,8 @@ impl Bridge {
                 self.rings[r].advance(false);
                 continue;
             };
-            if !self.outqs[r].fits(len) {
+            let fits = self.outqs[r].fits(len);
+            if !fits && !self.drop_at_output {
                 break;
             }
             let Some(mut f) = ib.pop(o) else {
@@ -579,6 +586,14 @@ impl Bridge {
             let still = !ib.voq_is_empty(o);
             let in_bytes = ib.bytes();
             self.rings[r].advance(still);
+            if !fits {
+                // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
+                self.pool.recycle(f);
+                self.outqs[r].counters.drops += 1;
+                self.drop_frame(at, PortId(o as u16), Some(p), DropReason::OutputFull);
+                self.after_input_dequeue(at, j, p, in_bytes);
+                continue;
+            }
             f.ts = at;
             let q = &mut self.outqs[r];
             q.push(f);

@@ -167,6 +167,22 @@ pub struct BufferConfig {
     pub delay_line: Bytes,
     /// Control frames (PAUSE/PFC now, CNMs later) waiting to leave one port. Default 64.
     pub control_frames: usize,
+    /// What the fabric does with a frame whose output queue is full. Default backpressure.
+    pub on_output_full: OutputFullPolicy,
+}
+
+/// What happens to a frame whose output queue has no room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFullPolicy {
+    /// The frame waits in its VOQ until the output queue has room (CIOQ with backpressure:
+    /// the input buffers fill, and in lossless mode send PAUSE/PFC).
+    #[default]
+    Backpressure,
+    /// The frame is dropped and counted `output_full` (an output-queued drop-tail switch, as in
+    /// the QCN papers' simulations). Not allowed with lossless mode, whose PAUSE watches the
+    /// input buffers.
+    Drop,
 }
 
 impl Default for BufferConfig {
@@ -176,6 +192,7 @@ impl Default for BufferConfig {
             output: Bytes::new(150_000),
             delay_line: Bytes::new(4_000_000),
             control_frames: 64,
+            on_output_full: OutputFullPolicy::Backpressure,
         }
     }
 }
@@ -413,6 +430,12 @@ impl BridgeConfig {
             if l.quanta == 0 {
                 return Err(ConfigError::new("lossless.quanta", "must be positive"));
             }
+            if self.buffers.on_output_full == OutputFullPolicy::Drop {
+                return Err(ConfigError::new(
+                    "buffers.on_output_full",
+                    "\"drop\" cannot be lossless: use \"backpressure\" with lossless.mode",
+                ));
+            }
         }
         if self.lossless.nominal_rate == Rate::ZERO {
             return Err(ConfigError::new(
@@ -518,5 +541,39 @@ mod tests {
         assert_eq!(c.lossless.mode, LosslessMode::Pfc);
         assert_eq!(c.scheduler.policy, PriorityPolicy::Dwrr);
         assert!(serde_json::from_str::<BridgeConfig>(r#"{"bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn deserialises_from_toml() {
+        let c: BridgeConfig = toml::from_str(
+            r#"
+            default_priority = 1
+            [[ports]]
+            name = "veth0"
+            rate = "100mbit"
+            delay = "25us"
+            [[ports]]
+            name = "veth1"
+            mac = "02-00-00-00-00-aa"
+            [buffers]
+            input = "200KB"
+            on_output_full = "backpressure"
+            [lossless]
+            mode = "pause"
+            qhigh = "150KB"
+            qlow = "60KB"
+            nominal_rate = "1gbit"
+            [fdb]
+            ageing = "30s"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.buffers.input, Bytes::new(200_000));
+        assert_eq!(c.buffers.output, Bytes::new(150_000));
+        assert_eq!(c.ports[1].mac, Some(EthernetAddress([2, 0, 0, 0, 0, 0xaa])));
+        assert_eq!(c.fdb.ageing, Duration::from_secs(30));
+        let e = toml::from_str::<BridgeConfig>("[lossless]\nmode = \"sometimes\"\n").unwrap_err();
+        assert!(e.to_string().contains("sometimes"), "{e}");
     }
 }

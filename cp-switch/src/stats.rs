@@ -21,6 +21,8 @@ fn ser_instant<S: serde::Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Erro
 pub enum DropReason {
     /// The input buffer of (ingress port, priority) had no room (drop-tail).
     InputFull,
+    /// The output queue was full and `buffers.on_output_full` is `drop`.
+    OutputFull,
     /// No port to send it to: a unicast destination learned on the ingress port itself
     /// (802.1Q-2018 clause 8.6.1: never back out of the reception port) or no other port up.
     NoRoute,
@@ -42,6 +44,8 @@ pub enum DropReason {
 pub struct DropCounters {
     /// [`DropReason::InputFull`].
     pub input_full: u64,
+    /// [`DropReason::OutputFull`].
+    pub output_full: u64,
     /// [`DropReason::NoRoute`].
     pub no_route: u64,
     /// [`DropReason::Malformed`].
@@ -62,6 +66,7 @@ impl DropCounters {
     pub fn count(&mut self, r: DropReason) {
         let c = match r {
             DropReason::InputFull => &mut self.input_full,
+            DropReason::OutputFull => &mut self.output_full,
             DropReason::NoRoute => &mut self.no_route,
             DropReason::Malformed => &mut self.malformed,
             DropReason::TooLong => &mut self.too_long,
@@ -74,6 +79,7 @@ impl DropCounters {
     /// All drops.
     pub fn total(&self) -> u64 {
         self.input_full
+            + self.output_full
             + self.no_route
             + self.malformed
             + self.too_long

@@ -203,3 +203,44 @@ fn stats_json_has_the_stable_keys() {
     assert_eq!(ev.last().unwrap()["event"], "rate_change");
     let _ = Instant::ZERO;
 }
+
+#[test]
+fn output_queued_drop_tail_policy() {
+    let mut ports = vec![PortConfig::new("p0").with_rate(Rate::from_gbps(1))];
+    for i in 1..5 {
+        ports.push(PortConfig::new(format!("p{i}")));
+    }
+    let mut cfg = BridgeConfig::with_ports(ports);
+    cfg.buffers.on_output_full = cp_switch::config::OutputFullPolicy::Drop;
+    let mut h = Harness::new(cfg);
+    h.learn(0, 0);
+    let mut sent = 0u64;
+    for _ in 0..100 {
+        for k in 1..5u8 {
+            h.rx(u16::from(k), &frame(mac(0), mac(k), None, 1500));
+            sent += 1;
+        }
+    }
+    // Nothing waits in the input buffers; the output queue holds 150 KB = 100 frames.
+    for k in 1..5 {
+        assert_eq!(h.bridge.input_queue_bytes(PortId(k), 0), 0);
+    }
+    assert_eq!(h.bridge.output_queue_bytes(PortId(0), 0), 150_000);
+    h.run_until(h.now + Duration::from_millis(10));
+    let st = h.bridge.stats();
+    assert_eq!(st.ports[0].drop_reasons.output_full, sent - 100);
+    assert_eq!(h.data_out(0).len(), 100);
+    let oq = st
+        .queues
+        .iter()
+        .find(|q| {
+            q.kind == cp_switch::stats::QueueKind::Output && q.port == "p0" && q.priority == 0
+        })
+        .unwrap();
+    assert_eq!(oq.drops, sent - 100);
+    // Not allowed together with lossless mode.
+    let mut bad = BridgeConfig::with_ports(vec![PortConfig::new("a"), PortConfig::new("b")]);
+    bad.buffers.on_output_full = cp_switch::config::OutputFullPolicy::Drop;
+    bad.lossless.mode = cp_switch::LosslessMode::Pause;
+    assert_eq!(bad.validate().unwrap_err().field, "buffers.on_output_full");
+}
