@@ -630,6 +630,9 @@ impl Bridge {
 
     /// Sends the current XOFF/XON state of input port `i` upstream (out of port `i`).
     fn send_pause(&mut self, now: Instant, i: usize, p: usize, on: bool) {
+        // The fabric may report a change at a back-dated instant; the frame leaves at the
+        // latest `now` the bridge has seen, and that is when the peer's timer starts.
+        let now = now.max(self.last_now);
         let pt = &self.ports[i];
         if !pt.up {
             return;

@@ -16,7 +16,7 @@ use std::str::FromStr;
 pub const NUM_PRIORITIES: usize = 8;
 
 /// Largest number of ports one bridge may have. The CPID index `port * 8 + priority` must stay
-/// below the input-CP flag bit 0x8000 (QCN-REFERENCE [choice]), and the VOQ count grows as
+/// below the input-CP flag bit 0x8000 (the project's CPID layout choice), and the VOQ count grows as
 /// `ports² × 8`, so the bound is kept well below that limit.
 pub const MAX_PORTS: usize = 256;
 
