@@ -149,23 +149,34 @@ impl Drop for Topology {
 struct Daemon {
     child: Child,
     ctl: PathBuf,
+    trace: PathBuf,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
+impl Daemon {
+    /// SIGTERM, then waits up to 3 s for the exit (the trace is flushed on the way out).
+    fn stop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let deadline = StdInstant::now() + StdDuration::from_secs(3);
         while StdInstant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                break;
+                return;
             }
             std::thread::sleep(StdDuration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.ctl);
+        let _ = std::fs::remove_file(&self.trace);
     }
 }
 
@@ -206,6 +217,7 @@ fn cnms_reach_the_sender_through_a_real_switch() {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
+    let trace_path = ctl_path.with_extension("jsonl");
     let child = Command::new("ip")
         .args(["netns", "exec", topo.sw()])
         .arg(env!("CARGO_BIN_EXE_cp-switch"))
@@ -216,13 +228,16 @@ fn cnms_reach_the_sender_through_a_real_switch() {
         .args(["--seed", "7"])
         .arg("--ctl")
         .arg(&ctl_path)
+        .arg("--trace")
+        .arg(&trace_path)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let daemon = Daemon {
+    let mut daemon = Daemon {
         child,
         ctl: ctl_path.clone(),
+        trace: trace_path.clone(),
     };
     let ready = StdInstant::now() + StdDuration::from_secs(10);
     while ctl(&daemon.ctl, &["stats"]).is_none() {
@@ -321,6 +336,20 @@ fn cnms_reach_the_sender_through_a_real_switch() {
     assert_eq!(cp["placement"], "output");
     assert!(cp["cnm_tx"].as_u64().unwrap() >= cnms.len() as u64);
     assert_eq!(cp["cnm_per_dst"][0]["mac"], mac_str(H1).as_str());
+
+    // The trace records every CNM as an event.
+    daemon.stop();
+    let trace = std::fs::read_to_string(&daemon.trace).unwrap();
+    let events: Vec<serde_json::Value> = trace
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "cnm")
+        .collect();
+    assert_eq!(events.len() as u64, cp["cnm_tx"].as_u64().unwrap());
+    assert_eq!(events[0]["cpid"], cpid.to_string().as_str());
+    assert_eq!(events[0]["dst"], mac_str(H1).as_str());
+    assert_eq!(events[0]["port"], 0);
+    assert_eq!(events[0]["cp_port"], 2);
     drop(daemon);
     drop(topo);
 }
