@@ -683,7 +683,7 @@ impl Bridge {
     }
 
     /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds the CNM for it
-    /// (802.1Q-2011 32.8.5, 33.4) and queues it on the control queue of the port the frame
+    /// (802.1Q-2011 32.8, 33.4) and queues it on the control queue of the port the frame
     /// arrived on.
     #[cold]
     #[inline(never)]

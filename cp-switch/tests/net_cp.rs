@@ -336,6 +336,9 @@ fn cnms_reach_the_sender_through_a_real_switch() {
     assert_eq!(cp["placement"], "output");
     assert!(cp["cnm_tx"].as_u64().unwrap() >= cnms.len() as u64);
     assert_eq!(cp["cnm_per_dst"][0]["mac"], mac_str(H1).as_str());
+    let shown = ctl(&daemon.ctl, &["show", "cps"]).unwrap();
+    assert_eq!(shown.as_array().unwrap().len(), 3);
+    assert_eq!(shown[2]["id"], cpid.to_string().as_str());
 
     // The trace records every CNM as an event.
     daemon.stop();
