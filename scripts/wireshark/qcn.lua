@@ -68,7 +68,10 @@ function cntag.dissector(tvb, pinfo, tree)
     end
     local rpid = tvb(0, 2):uint()
     local etype = tvb(2, 2):uint()
-    ti:add(f_cntag_rpid, tvb(0, 2))
+    local rpid_item = ti:add(f_cntag_rpid, tvb(0, 2))
+    if rpid == 0 then
+        rpid_item:append_text(" (no flow id)")
+    end
     ti:add(f_cntag_etype, tvb(2, 2))
     ti:append_text(string.format(", RPID: 0x%04x", rpid))
     pinfo.cols.info:set(string.format("CN-TAG RPID=0x%04x", rpid))
@@ -203,6 +206,9 @@ function cnm.dissector(tvb, pinfo, tree)
         qntzfb, cpid_string(tvb(2, 6), index),
         bit.band(index, CPID_INPUT_FLAG) ~= 0 and "(in)" or "", qoff, qdelta, eprio,
         mac_string(tvb(16, 6)))
+
+    ti:append_text(string.format(", QntzFb: %d, CPID: %s, Qoff: %d, Qdelta: %d", qntzfb,
+        cpid_string(tvb(2, 6), index), qoff, qdelta))
 
     local bad = nil
     if msdu_len > CNM_MAX_MSDU then
