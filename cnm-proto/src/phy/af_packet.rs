@@ -579,7 +579,9 @@ impl Port for AfPacketPort {
             match err.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 // Transient: the unsent slots stay requested and go with the next flush.
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                Some(libc::EAGAIN) => return Ok(()),
+                // The device or qdisc dropped a frame; the rest stay requested.
+                Some(libc::ENOBUFS) => {
                     self.stats.tx_errors += 1;
                     return Ok(());
                 }
