@@ -43,7 +43,7 @@ if command -v tshark >/dev/null 2>&1; then
   if ! tshark -G protocols 2>/dev/null | grep -q -P '\tcnm$'; then
     lua=(-X "lua_script:scripts/wireshark/qcn.lua")
   fi
-  echo "== tshark ${lua[*]} -r $pcap"
+  echo "== tshark${lua[*]:+ ${lua[*]}} -r $pcap"
   tshark "${lua[@]}" -r "$pcap" 2>/dev/null | tee "$results/tshark.txt"
 else
   echo "demo: tshark not installed; skipping the Wireshark decoding" >&2

@@ -404,28 +404,36 @@ impl Drop for Child {
     }
 }
 
-const SEND_ENV: &str = "QCN_CNM_DUMP_TEST_SEND_IFACE";
+/// Sends `frame` on `iface` inside namespace `ns` through an [`AfPacketPort`] every 50 ms
+/// until `stop` is set. Runs in its own thread: entering a namespace is per thread.
+///
+/// [`AfPacketPort`]: cnm_proto::phy::AfPacketPort
+fn spawn_sender(
+    ns: String,
+    iface: &'static str,
+    frame: Vec<u8>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use cnm_proto::phy::{netns, AfPacketConfig, AfPacketPort, Port};
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        netns::enter(&ns).unwrap();
+        let mut port = AfPacketPort::open(iface, &AfPacketConfig::default()).unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+            let _ = port.send(&frame).unwrap();
+            port.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
 
-/// Not a test of its own: the live test re-runs this test binary inside its namespace with
-/// `SEND_ENV` set, and this function then sends the demo's first CNM through an
-/// [`cnm_proto::phy::AfPacketPort`] every 50 ms for a few seconds.
-#[test]
-fn live_sender_helper() {
-    use cnm_proto::phy::{AfPacketConfig, AfPacketPort, Port};
-    let Ok(iface) = std::env::var(SEND_ENV) else {
-        return;
-    };
-    let cnm = demo::demo_frames()
-        .unwrap()
-        .into_iter()
-        .find(|d| matches!(d.expect, Expect::Cnm { .. }))
-        .unwrap();
-    let mut port = AfPacketPort::open(&iface, &AfPacketConfig::default()).unwrap();
-    let end = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < end {
-        let _ = port.send(&cnm.frame).unwrap();
-        port.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+/// Stops the sender thread on drop.
+struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -435,9 +443,6 @@ fn live_capture_on_a_veth_pair() {
         eprintln!("skipped: live capture needs root (network namespace and AF_PACKET)");
         return;
     }
-    if std::env::var(SEND_ENV).is_ok() {
-        return; // Running as the helper: nothing to do here.
-    }
     let ns = Netns(format!("qcnd{}", std::process::id()));
     assert!(ip(&["netns", "add", &ns.0]), "ip netns add failed");
     assert!(ip(&[
@@ -446,6 +451,11 @@ fn live_capture_on_a_veth_pair() {
     for dev in ["dumpa", "dumpb"] {
         assert!(ip(&["-n", &ns.0, "link", "set", dev, "up"]));
     }
+    let cnm = demo::demo_frames()
+        .unwrap()
+        .into_iter()
+        .find(|d| matches!(d.expect, Expect::Cnm { .. }))
+        .unwrap();
 
     let dump = Command::new("ip")
         .args([
@@ -458,21 +468,9 @@ fn live_capture_on_a_veth_pair() {
     let mut dump = Child(dump);
     // Let cnm-dump open its socket; the sender repeats anyway.
     std::thread::sleep(Duration::from_millis(300));
-    let me = std::env::current_exe().unwrap();
-    let sender = Command::new("ip")
-        .args(["netns", "exec", &ns.0])
-        .arg(me)
-        .args([
-            "--exact",
-            "live_sender_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SEND_ENV, "dumpa")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _sender = Child(sender);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _stop = StopOnDrop(stop.clone());
+    let sender = spawn_sender(ns.0.clone(), "dumpa", cnm.frame.clone(), stop.clone());
 
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -501,16 +499,13 @@ fn live_capture_on_a_veth_pair() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(status.success(), "cnm-dump failed: {stderr}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sender.join().unwrap();
     let lines: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 1, "{stdout}");
-    let cnm = demo::demo_frames()
-        .unwrap()
-        .into_iter()
-        .find(|d| matches!(d.expect, Expect::Cnm { .. }))
-        .unwrap();
     assert_eq!(lines[0]["kind"], "cnm", "{stdout}");
     check_line_live(&cnm, &lines[0]);
 }
@@ -524,4 +519,44 @@ fn check_line_live(d: &DemoFrame, v: &Value) {
     let ts = ts_of(v);
     assert!((now - ts).abs() < 60.0, "live timestamp {ts} vs now {now}");
     check_line(d, v);
+}
+
+#[test]
+fn live_capture_exits_cleanly_on_sigint_and_sigterm() {
+    if !is_root() {
+        eprintln!("skipped: live capture needs root (network namespace and AF_PACKET)");
+        return;
+    }
+    let ns = Netns(format!("qcnds{}", std::process::id()));
+    assert!(ip(&["netns", "add", &ns.0]), "ip netns add failed");
+    assert!(ip(&["-n", &ns.0, "link", "set", "lo", "up"]));
+    for signal in ["-INT", "-TERM"] {
+        let dump = Command::new("ip")
+            .args(["netns", "exec", &ns.0, BIN, "--iface", "lo", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut dump = Child(dump);
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = dump.0.id().to_string();
+        assert!(Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            if let Some(st) = dump.0.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cnm-dump ignored SIG{}",
+                &signal[1..]
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "exit status after {signal}");
+    }
 }
