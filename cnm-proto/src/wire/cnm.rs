@@ -22,7 +22,7 @@
 //! | 22-23 | Encapsulated MSDU length (0..=64) | 16 |
 //! | 24.. | Encapsulated MSDU | 0..=64 octets |
 //!
-//! Conventions this project fixed where the standard text could not be checked (**[choice]**,
+//! Conventions this project fixed where the standard text could not be checked (**\[choice\]**,
 //! shared by emitter, parser and the Wireshark dissector):
 //!
 //! * **CPID** = the CP's 6-octet MAC address followed by a 2-octet index `port × 8 + priority`,
@@ -82,7 +82,7 @@ pub const MAX_MSDU_LEN: usize = 64;
 /// Largest CNM PDU: header and a 64-octet MSDU.
 pub const MAX_PDU_LEN: usize = HEADER_LEN + MAX_MSDU_LEN;
 
-/// Priority CNMs are sent at by default (**[choice]**; the MIB's CnmTransmitPriority).
+/// Priority CNMs are sent at by default (**\[choice\]**; the MIB's CnmTransmitPriority).
 pub const DEFAULT_CNM_PRIORITY: u8 = 6;
 
 /// Largest QntzFb (6 bits).
@@ -90,7 +90,7 @@ pub const QNTZ_FB_MAX: u8 = 63;
 
 /// A congestion point identifier (IEEE 802.1Q clause 33.4, 8 octets).
 ///
-/// **[choice]** Its layout is the CP's 6-octet MAC address followed by a 2-octet index
+/// **\[choice\]** Its layout is the CP's 6-octet MAC address followed by a 2-octet index
 /// `port × 8 + priority`; the top bit of the index ([`CpId::INPUT_FLAG`]) is set for a CP at an
 /// input buffer. Displayed as 16 lowercase hex digits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -178,7 +178,7 @@ impl<'de> serde::Deserialize<'de> for CpId {
     }
 }
 
-/// `bytes` in the CNM's queue units: 64 octets (**[choice]**), rounded toward zero, saturating
+/// `bytes` in the CNM's queue units: 64 octets (**\[choice\]**), rounded toward zero, saturating
 /// at `i16::MIN` / `i16::MAX`. Used for cnmQOffset and cnmQDelta.
 pub fn quantize_queue(bytes: i64) -> i16 {
     (bytes / 64).clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16
@@ -254,12 +254,12 @@ impl<T: AsRef<[u8]>> Cnm<T> {
         CpId(be_u64(self.buffer.as_ref(), field::CPID.start))
     }
 
-    /// cnmQOffset = Q − Qeq in 64-octet units (**[choice]**).
+    /// cnmQOffset = Q − Qeq in 64-octet units (**\[choice\]**).
     pub fn q_offset(&self) -> i16 {
         be_u16(self.buffer.as_ref(), field::Q_OFFSET.start) as i16
     }
 
-    /// cnmQDelta = Q − Qold in 64-octet units (**[choice]**).
+    /// cnmQDelta = Q − Qold in 64-octet units (**\[choice\]**).
     pub fn q_delta(&self) -> i16 {
         be_u16(self.buffer.as_ref(), field::Q_DELTA.start) as i16
     }
@@ -269,7 +269,7 @@ impl<T: AsRef<[u8]>> Cnm<T> {
         be_u16(self.buffer.as_ref(), field::ENCAP_PRIORITY.start)
     }
 
-    /// Encapsulated priority 0..=7: the 3 most significant bits of its field (**[choice]**).
+    /// Encapsulated priority 0..=7: the 3 most significant bits of its field (**\[choice\]**).
     pub fn encap_priority(&self) -> u8 {
         (self.encap_priority_field() >> 13) as u8
     }

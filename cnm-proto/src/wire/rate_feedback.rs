@@ -5,7 +5,7 @@
 //! format was ever standardized. This project carries it in a message of its own on the IEEE 802
 //! local experimental EtherType 1, 0x88B5 (IEEE 802 clause 9.2.2: for experiments and
 //! development, never for products). Emitter, parser and the Wireshark dissector share this
-//! **[choice]** layout, 26 octets, big-endian:
+//! **\[choice\]** layout, 26 octets, big-endian:
 //!
 //! | octets | field |
 //! |---|---|
@@ -19,10 +19,15 @@
 //! As for the CNM, the frame is addressed to the source of the flow and zero-padded to 60
 //! octets; octets after the 26 of the message are ignored. Unknown versions parse.
 
-use super::{be_u16, be_u64, put_u16, put_u64, CpId, Error, EthernetAddress, Result};
+use super::ethernet::{self, EthernetFrame};
+use super::vlan::VlanTag;
+use super::{
+    be_u16, be_u64, put_u16, put_u64, CpId, Error, EtherType, EthernetAddress, EthernetRepr,
+    Result, VlanInfo, MIN_FRAME_LEN,
+};
 use crate::time::Rate;
 
-/// Byte ranges after EtherType 0x88B5 (this project's **[choice]** layout, module docs).
+/// Byte ranges after EtherType 0x88B5 (this project's **\[choice\]** layout, module docs).
 mod field {
     use core::ops::Range;
     /// Version, 1 octet.
@@ -193,6 +198,47 @@ impl RateFeedbackRepr {
     }
 }
 
+/// Builds a whole rate feedback frame in `out` and returns its length (60: zero-padded):
+/// DA `dst` (the source of the flow), SA `src` (the advertising switch), an 802.1Q tag when
+/// `vlan` is given, EtherType 0x88B5 and the message. `BufferTooSmall` if `out` is too small.
+pub fn build_rate_feedback_frame(
+    dst: EthernetAddress,
+    src: EthernetAddress,
+    vlan: Option<VlanInfo>,
+    repr: &RateFeedbackRepr,
+    out: &mut [u8],
+) -> Result<usize> {
+    let tag_len = if vlan.is_some() { 4 } else { 0 };
+    let len = ethernet::HEADER_LEN + tag_len + MSG_LEN;
+    let padded = len.max(MIN_FRAME_LEN);
+    let out = out.get_mut(..padded).ok_or(Error::BufferTooSmall)?;
+    let mut eth = EthernetFrame::new_unchecked(&mut *out);
+    EthernetRepr {
+        src_addr: src,
+        dst_addr: dst,
+        ethertype: if vlan.is_some() {
+            EtherType::Vlan
+        } else {
+            EtherType::RateFeedback
+        },
+    }
+    .emit(&mut eth);
+    let payload = eth.payload_mut();
+    if let Some(v) = vlan {
+        let mut tag = VlanTag::new_unchecked(&mut *payload);
+        tag.set_tci(0);
+        tag.set_pcp(v.pcp);
+        tag.set_dei(v.dei);
+        tag.set_vid(v.vid);
+        tag.set_ethertype(EtherType::RateFeedback);
+    }
+    repr.emit(&mut RateFeedback::new_unchecked(
+        &mut payload[tag_len..tag_len + MSG_LEN],
+    ));
+    out[len..].fill(0);
+    Ok(padded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +280,48 @@ mod tests {
         assert_eq!(&buf[..26], &FIXTURE[..26]);
         assert_eq!(buf[26], 0xa5);
         assert_eq!(repr().buffer_len(), 26);
+    }
+
+    #[test]
+    fn build_frames() {
+        let (dst, src) = (
+            EthernetAddress([2, 0, 0, 0, 0, 0x0a]),
+            EthernetAddress([2, 0xc0, 0, 0, 0, 1]),
+        );
+        let mut out = [0xa5u8; 61];
+        assert_eq!(
+            build_rate_feedback_frame(dst, src, None, &repr(), &mut out),
+            Ok(60)
+        );
+        let i = super::super::walk(&out[..60]).unwrap();
+        assert_eq!(
+            (i.dst, i.src, i.vlan, i.ethertype),
+            (dst, src, None, EtherType::RateFeedback)
+        );
+        assert_eq!(&out[14..40], &FIXTURE[..26]);
+        assert!(out[40..60].iter().all(|&b| b == 0));
+        assert_eq!(out[60], 0xa5);
+
+        let v = VlanInfo {
+            pcp: 6,
+            dei: false,
+            vid: 100,
+        };
+        assert_eq!(
+            build_rate_feedback_frame(dst, src, Some(v), &repr(), &mut out),
+            Ok(60)
+        );
+        let i = super::super::walk(&out[..60]).unwrap();
+        assert_eq!(
+            (i.vlan, i.ethertype, i.payload_offset),
+            (Some(v), EtherType::RateFeedback, 18)
+        );
+        let m = RateFeedback::new_checked(&out[18..60]).unwrap();
+        assert_eq!(RateFeedbackRepr::parse(&m), Ok(repr()));
+        assert_eq!(
+            build_rate_feedback_frame(dst, src, None, &repr(), &mut [0u8; 59]),
+            Err(Error::BufferTooSmall)
+        );
     }
 
     #[test]

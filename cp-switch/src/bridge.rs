@@ -1,0 +1,839 @@
+//! The sans-IO bridge core: a CIOQ Ethernet switch with emulated line rates, propagation delay
+//! and PAUSE/PFC.
+//!
+//! # The path of a frame
+//! 1. [`Bridge::handle_frame`] classifies the frame ([`crate::forward`]): malformed frames are
+//!    counted drops; MAC-control frames (EtherType 0x8808) are consumed, PAUSE/PFC stopping the
+//!    port's transmitter; the source is learned in the [`crate::fdb`]; the destination gives one
+//!    output or a flood to every other port that is up.
+//! 2. For each output, the frame is copied into a pooled buffer and appended to the VOQ for that
+//!    output in the input buffer of (ingress port, priority) ([`crate::voq`]), or dropped if the
+//!    shared buffer is full (drop-tail; in lossless mode the buffer sends XOFF upstream at Qhigh
+//!    so that, with an honouring peer, it never fills). *Input congestion point hook:* every
+//!    enqueue here passes `(now, frame length, buffer occupancy)` through
+//!    `Bridge::input_enqueued`.
+//! 3. The fabric ([`crate::sched`]) moves frames from VOQs into the output queue of (output,
+//!    priority) round-robin across inputs, **only when the frame fits**: a full output queue
+//!    holds frames in their VOQs (backpressure), which is what fills input buffers and fires
+//!    PAUSE, while frames for other outputs in the same input buffer keep moving (no
+//!    head-of-line blocking). The output queues therefore never drop. (With
+//!    `buffers.on_output_full = "drop"` the fabric instead drops a frame that does not fit,
+//!    counted `output_full`: the VOQs then never hold frames and the bridge behaves as the
+//!    output-queued drop-tail switch of the QCN papers.) *Output congestion point
+//!    hook:* every enqueue passes through `Bridge::output_enqueued`.
+//! 4. [`Bridge::poll_transmit`] serves each port: control frames (PAUSE/PFC, later CNMs) first
+//!    and never paused; then frames whose propagation delay ([`crate::delay`]) has elapsed; then
+//!    data, chosen among the priorities not stopped by a received PAUSE/PFC (strict or DWRR,
+//!    [`crate::sched`]), paced by the port's [`crate::shaper`]. A frame leaves its queue only if
+//!    the caller's `tx` accepts it.
+//!
+//! # Timing model
+//! A frame is handed to `tx` when its first bit enters the link (plus the propagation delay);
+//! the next frame of that port may start one serialisation time later. [`Bridge::poll_timeout`]
+//! gives the next instant anything is due, so a driver that sleeps until then and polls again
+//! reproduces the emulated line exactly; a driver that polls late gets the backlog sent in a
+//! burst of at most `shaper.catch_up`.
+//!
+//! # Cost
+//! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer, and
+//! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
+//! largest backlog seen.
+
+use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
+use crate::delay::DelayLine;
+use crate::fdb::{Fdb, FdbEntryView};
+use crate::forward::{classify, decide, Decision};
+use crate::outq::OutputQueue;
+use crate::pause::{PauseAction, PauseGen, PauseRx};
+use crate::pool::{Frame, FramePool};
+use crate::sched::{InputRing, PrioritySelector};
+use crate::shaper::Shaper;
+use crate::stats::{
+    BridgeStats, DropReason, Event, PortCounters, PortStats, QueueCounters, QueueKind, QueueStats,
+};
+use crate::voq::InputBuffer;
+use crate::PortId;
+use cnm_proto::rng::Rng;
+use cnm_proto::wire::{build_pause_frame, EthernetAddress, MacControlRepr};
+use cnm_proto::{Duration, Instant, Rate};
+use std::collections::VecDeque;
+
+const P: usize = NUM_PRIORITIES;
+
+/// Interval between sweeps of the FDB for aged entries (lookups ignore expired entries in
+/// between, so this only bounds how long they occupy room).
+const FDB_SWEEP: Duration = Duration::from_secs(1);
+
+/// The bridge.
+#[derive(Debug)]
+pub struct Bridge {
+    pvid: u16,
+    max_frame: usize,
+    nominal_rate: Rate,
+    control_frames: usize,
+    /// `buffers.on_output_full == Drop`: the fabric drops instead of holding frames.
+    drop_at_output: bool,
+    ports: Vec<Port>,
+    /// Input buffers, index `input * 8 + priority`.
+    inbufs: Vec<InputBuffer>,
+    /// Rings of inputs with frames for (output, priority), index `output * 8 + priority`.
+    rings: Vec<InputRing>,
+    /// Output queues, index `output * 8 + priority`.
+    outqs: Vec<OutputQueue>,
+    fdb: Fdb,
+    pool: FramePool,
+    events: VecDeque<Event>,
+    event_capacity: usize,
+    events_lost: u64,
+    last_now: Instant,
+    next_sweep: Instant,
+    #[allow(dead_code)] // kept for the congestion points (sampling) that will use it
+    rng: Rng,
+}
+
+#[derive(Debug)]
+struct Port {
+    name: String,
+    up: bool,
+    mac: EthernetAddress,
+    default_priority: u8,
+    shaper: Shaper,
+    delay: DelayLine,
+    selector: PrioritySelector,
+    pause_gen: PauseGen,
+    pause_rx: PauseRx,
+    /// Control frames waiting to go out ahead of data.
+    ctl: VecDeque<Frame>,
+    /// Bit p set: the output queue of priority p holds frames.
+    backlog: u8,
+    counters: PortCounters,
+}
+
+impl Bridge {
+    /// A bridge for `cfg` (validated first). `rng` seeds the FDB hash and, later, the
+    /// congestion points' sampling.
+    pub fn new(cfg: BridgeConfig, mut rng: Rng) -> Result<Bridge, ConfigError> {
+        cfg.validate()?;
+        let n = cfg.ports.len();
+        let max_frame = cfg.max_frame.get();
+        let mut fdb = Fdb::new(cfg.fdb.ageing, cfg.fdb.max_entries, rng.next_u64());
+        let ports = cfg
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, pc)| {
+                let mac = pc.mac.unwrap_or_else(|| {
+                    let mut m = cfg.mac.0;
+                    let v = u16::from_be_bytes([m[4], m[5]]).wrapping_add(i as u16);
+                    m[4..6].copy_from_slice(&v.to_be_bytes());
+                    EthernetAddress(m)
+                });
+                Port {
+                    name: pc.name.clone(),
+                    up: true,
+                    mac,
+                    default_priority: pc.default_priority.unwrap_or(cfg.default_priority),
+                    shaper: Shaper::new(pc.rate, &cfg.shaper),
+                    delay: DelayLine::new(pc.delay, cfg.buffers.delay_line.get()),
+                    selector: PrioritySelector::new(&cfg.scheduler, max_frame),
+                    pause_gen: PauseGen::new(
+                        cfg.lossless.mode,
+                        cfg.lossless.qhigh,
+                        cfg.lossless.qlow,
+                        cfg.lossless.quanta,
+                    ),
+                    pause_rx: PauseRx::default(),
+                    ctl: VecDeque::with_capacity(cfg.buffers.control_frames),
+                    backlog: 0,
+                    counters: PortCounters::default(),
+                }
+            })
+            .collect();
+        for s in &cfg.fdb.static_entries {
+            if let Some(i) = cfg.ports.iter().position(|p| p.name == s.port) {
+                fdb.add_static(s.mac, s.vid.unwrap_or(cfg.pvid), PortId(i as u16));
+            }
+        }
+        Ok(Bridge {
+            pvid: cfg.pvid,
+            max_frame: max_frame as usize,
+            nominal_rate: cfg.lossless.nominal_rate,
+            control_frames: cfg.buffers.control_frames,
+            drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
+            ports,
+            inbufs: (0..n * P)
+                .map(|_| InputBuffer::new(n, cfg.buffers.input.get()))
+                .collect(),
+            rings: (0..n * P).map(|_| InputRing::new(n)).collect(),
+            outqs: (0..n * P)
+                .map(|_| OutputQueue::new(cfg.buffers.output.get()))
+                .collect(),
+            fdb,
+            pool: FramePool::new(),
+            events: VecDeque::with_capacity(cfg.event_capacity),
+            event_capacity: cfg.event_capacity,
+            events_lost: 0,
+            last_now: Instant::ZERO,
+            next_sweep: Instant::ZERO,
+            rng,
+        })
+    }
+
+    /// Number of ports.
+    pub fn num_ports(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// The port called `name`.
+    pub fn port_id(&self, name: &str) -> Option<PortId> {
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| PortId(i as u16))
+    }
+
+    /// The name of `port`.
+    pub fn port_name(&self, port: PortId) -> Option<&str> {
+        self.ports.get(port.index()).map(|p| p.name.as_str())
+    }
+
+    /// One received frame (its bytes are copied into the bridge's own bounded buffers).
+    pub fn handle_frame(&mut self, now: Instant, ingress: PortId, frame: &[u8]) {
+        self.last_now = self.last_now.max(now);
+        let i = ingress.index();
+        let Some(port) = self.ports.get_mut(i) else {
+            return;
+        };
+        port.counters.rx_frames += 1;
+        port.counters.rx_bytes += frame.len() as u64;
+        if !port.up {
+            self.drop_frame(now, ingress, None, DropReason::PortDown);
+            return;
+        }
+        if frame.len() > self.max_frame {
+            self.drop_frame(now, ingress, None, DropReason::TooLong);
+            return;
+        }
+        let c = match classify(frame, port.default_priority, self.pvid) {
+            Ok(c) => c,
+            Err(r) => {
+                self.drop_frame(now, ingress, None, r);
+                return;
+            }
+        };
+        if let Some(mc) = c.mac_control {
+            self.mac_control(now, i, &mc);
+            return;
+        }
+        if c.src.is_unicast() {
+            self.fdb.learn(now, c.src, c.vid, ingress);
+        }
+        let p = usize::from(c.priority);
+        match decide(&self.fdb, now, ingress, c.dst, c.vid) {
+            Decision::Unicast(o) => {
+                if self.ports[o.index()].up {
+                    self.enqueue(now, i, p, o.index(), frame);
+                } else {
+                    self.drop_frame(now, ingress, Some(p), DropReason::PortDown);
+                }
+            }
+            Decision::Filter => {
+                self.drop_frame(now, ingress, Some(p), DropReason::NoRoute);
+            }
+            Decision::Flood => {
+                self.ports[i].counters.flooded += 1;
+                let mut any = false;
+                for o in 0..self.ports.len() {
+                    if o != i && self.ports[o].up {
+                        any = true;
+                        self.enqueue(now, i, p, o, frame);
+                    }
+                }
+                if !any {
+                    self.drop_frame(now, ingress, Some(p), DropReason::NoRoute);
+                }
+            }
+        }
+    }
+
+    /// Frames ready to go on the wire now. `tx` returns false if that port cannot take a frame
+    /// right now (ring full); the frame stays queued and that port is skipped for this call.
+    pub fn poll_transmit(&mut self, now: Instant, tx: &mut dyn FnMut(PortId, &[u8]) -> bool) {
+        self.last_now = self.last_now.max(now);
+        if now >= self.next_sweep {
+            self.fdb.age(now);
+            self.next_sweep = now + FDB_SWEEP;
+        }
+        for o in 0..self.ports.len() {
+            self.transmit_port(now, o, tx);
+        }
+    }
+
+    /// Earliest instant at which `poll_transmit` or the internal timers have work (shaper
+    /// departure, delay line, PAUSE expiry or refresh), `None` if idle. An instant at or before
+    /// the last `now` means "poll again now" (e.g. after `tx` refused a frame).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut best: Option<Instant> = None;
+        let mut consider = |t: Instant| {
+            best = Some(best.map_or(t, |b| b.min(t)));
+        };
+        for (o, port) in self.ports.iter().enumerate() {
+            if let Some(t) = port.pause_gen.refresh_at() {
+                consider(t);
+            }
+            if !port.up {
+                continue;
+            }
+            if !port.ctl.is_empty() {
+                consider(self.last_now);
+            }
+            if let Some(t) = port.delay.next_due() {
+                consider(t);
+            }
+            if port.backlog != 0 {
+                let mut ready = Instant::MAX;
+                for p in 0..P {
+                    if port.backlog & (1 << p) != 0 {
+                        if let Some(f) = self.outqs[o * P + p].front() {
+                            ready = ready.min(f.ts.max(port.pause_rx.until(p)));
+                        }
+                    }
+                }
+                if ready != Instant::MAX {
+                    consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
+                }
+            }
+        }
+        best
+    }
+
+    /// Changes the emulated line rate of `port` (`None` = unshaped). The frame being
+    /// serialised finishes at the old rate. A zero rate is ignored (take the port down with
+    /// [`Bridge::set_port_up`] instead).
+    pub fn set_port_rate(&mut self, now: Instant, port: PortId, rate: Option<Rate>) {
+        let Some(pt) = self.ports.get_mut(port.index()) else {
+            return;
+        };
+        if rate == Some(Rate::ZERO) {
+            return;
+        }
+        pt.shaper.set_rate(now, rate);
+        self.event(Event::RateChange {
+            at: now,
+            port,
+            rate,
+        });
+    }
+
+    /// Changes the propagation delay of `port`.
+    pub fn set_port_delay(&mut self, now: Instant, port: PortId, delay: Duration) {
+        let Some(pt) = self.ports.get_mut(port.index()) else {
+            return;
+        };
+        pt.delay.set_delay(delay);
+        self.event(Event::DelayChange {
+            at: now,
+            port,
+            delay,
+        });
+    }
+
+    /// Marks `port` up or down. Going down drops everything queued for it (counted
+    /// `port_down`), flushes its learned FDB entries (802.1Q-2018 clause 8.8.3 leaves this to
+    /// the implementation; a moved station is relearned at once) and forgets PAUSE state.
+    pub fn set_port_up(&mut self, now: Instant, port: PortId, up: bool) {
+        let o = port.index();
+        let Some(pt) = self.ports.get_mut(o) else {
+            return;
+        };
+        if pt.up == up {
+            return;
+        }
+        pt.up = up;
+        self.event(Event::Link { at: now, port, up });
+        if up {
+            self.ports[o].shaper.reset(now);
+            return;
+        }
+        let mut dropped = 0u64;
+        for p in 0..P {
+            let r = o * P + p;
+            while let Some(f) = self.outqs[r].pop() {
+                self.outqs[r].counters.drops += 1;
+                self.pool.recycle(f);
+                dropped += 1;
+            }
+            for j in 0..self.ports.len() {
+                let ib = &mut self.inbufs[j * P + p];
+                let mut n = 0;
+                while let Some(f) = ib.pop(o) {
+                    self.pool.recycle(f);
+                    n += 1;
+                }
+                ib.counters.drops += n;
+                dropped += n;
+                let bytes = ib.bytes();
+                if n > 0 {
+                    self.after_input_dequeue(now, j, p, bytes);
+                }
+            }
+            self.rings[r] = InputRing::new(self.ports.len());
+        }
+        let pt = &mut self.ports[o];
+        pt.backlog = 0;
+        while let Some(f) = pt.ctl.pop_front() {
+            self.pool.recycle(f);
+            dropped += 1;
+        }
+        while let Some(f) = pt.delay.pop() {
+            self.pool.recycle(f);
+            dropped += 1;
+        }
+        pt.counters.drops.port_down += dropped;
+        pt.pause_rx = PauseRx::default();
+        pt.pause_gen.reset();
+        self.fdb.flush_port(port);
+        if dropped > 0 {
+            self.event(Event::Drop {
+                at: now,
+                port,
+                priority: None,
+                reason: DropReason::PortDown,
+            });
+        }
+    }
+
+    /// Removes FDB entries older than the ageing time (also done once a second inside
+    /// `poll_transmit`; lookups never use expired entries).
+    pub fn age_fdb(&mut self, now: Instant) {
+        self.fdb.age(now);
+    }
+
+    /// Snapshot of every counter.
+    pub fn stats(&self) -> BridgeStats {
+        let now = self.last_now;
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortStats {
+                name: p.name.clone(),
+                index: i as u16,
+                up: p.up,
+                rate: p.shaper.rate(),
+                delay: p.delay.delay(),
+                rx_frames: p.counters.rx_frames,
+                tx_frames: p.counters.tx_frames,
+                rx_bytes: p.counters.rx_bytes,
+                tx_bytes: p.counters.tx_bytes,
+                drops: p.counters.drops.total(),
+                pause_tx: p.counters.pause_tx,
+                pause_rx: p.counters.pause_rx,
+                flooded: p.counters.flooded,
+                drop_reasons: p.counters.drops,
+                pause_asserted: p.pause_gen.asserted(),
+                paused_by_peer: p.pause_rx.paused_mask(now),
+                in_flight_bytes: p.delay.bytes(),
+            })
+            .collect();
+        let mut queues = Vec::with_capacity(self.inbufs.len() * 2);
+        let q = |port: &Port, p: usize, kind, bytes, max, frames, c: &QueueCounters| QueueStats {
+            port: port.name.clone(),
+            priority: p as u8,
+            kind,
+            bytes,
+            max_bytes: max,
+            frames,
+            drops: c.drops,
+            enqueued: c.enq_frames,
+            enqueued_bytes: c.enq_bytes,
+            dequeued: c.deq_frames,
+            peak_bytes: c.peak_bytes,
+        };
+        for (i, port) in self.ports.iter().enumerate() {
+            for p in 0..P {
+                let b = &self.inbufs[i * P + p];
+                queues.push(q(
+                    port,
+                    p,
+                    QueueKind::Input,
+                    b.bytes(),
+                    b.max(),
+                    b.frames() as u64,
+                    &b.counters,
+                ));
+            }
+        }
+        for (o, port) in self.ports.iter().enumerate() {
+            for p in 0..P {
+                let b = &self.outqs[o * P + p];
+                queues.push(q(
+                    port,
+                    p,
+                    QueueKind::Output,
+                    b.bytes(),
+                    b.max(),
+                    b.frames() as u64,
+                    &b.counters,
+                ));
+            }
+        }
+        BridgeStats {
+            at: now,
+            ports,
+            queues,
+            fdb: self.fdb.stats(),
+            buffers_allocated: self.pool.allocated(),
+            events_lost: self.events_lost,
+        }
+    }
+
+    /// The filtering database.
+    pub fn fdb_entries(&self) -> Vec<FdbEntryView> {
+        self.fdb.entries(self.last_now)
+    }
+
+    /// Hands every recorded event to `f`, oldest first, and clears the log.
+    pub fn drain_events(&mut self, f: &mut dyn FnMut(&Event)) {
+        while let Some(e) = self.events.pop_front() {
+            f(&e);
+        }
+    }
+
+    /// Occupancy of the input buffer of (`port`, `priority`) in octets.
+    pub fn input_queue_bytes(&self, port: PortId, priority: u8) -> u64 {
+        self.inbufs
+            .get(port.index() * P + usize::from(priority & 7))
+            .map_or(0, InputBuffer::bytes)
+    }
+
+    /// Occupancy of the output queue of (`port`, `priority`) in octets.
+    pub fn output_queue_bytes(&self, port: PortId, priority: u8) -> u64 {
+        self.outqs
+            .get(port.index() * P + usize::from(priority & 7))
+            .map_or(0, OutputQueue::bytes)
+    }
+
+    // ----- internals -------------------------------------------------------------------
+
+    /// Appends a copy of `bytes` to the VOQ for `o` in input buffer (`i`, `p`), then lets the
+    /// fabric move what fits.
+    #[inline]
+    fn enqueue(&mut self, now: Instant, i: usize, p: usize, o: usize, bytes: &[u8]) {
+        let ib = &mut self.inbufs[i * P + p];
+        if !ib.fits(bytes.len()) {
+            ib.counters.drops += 1;
+            self.drop_frame(now, PortId(i as u16), Some(p), DropReason::InputFull);
+            return;
+        }
+        let Some(f) = self.pool.frame(bytes, now, i as u16) else {
+            self.drop_frame(now, PortId(i as u16), Some(p), DropReason::TooLong);
+            return;
+        };
+        let len = f.len();
+        let was_empty = ib.push(o, f);
+        let qlen = ib.bytes();
+        if was_empty {
+            self.rings[o * P + p].join(i as u16);
+        }
+        self.input_enqueued(now, i, p, len, qlen);
+        self.fabric(now, o, p);
+    }
+
+    /// Input congestion point hook: a frame of `len` octets entered the input buffer of
+    /// (`i`, `p`), which now holds `qlen` octets. Lossless mode checks Qhigh here; a QCN
+    /// input CP will sample here and may queue a CNM with [`Bridge::queue_control`].
+    #[inline]
+    fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, _len: usize, qlen: u64) {
+        if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
+            self.send_pause(now, i, p, on);
+        }
+    }
+
+    /// Output congestion point hook: a frame of `len` octets entered the output queue of
+    /// (`o`, `p`), which now holds `qlen` octets. A QCN output CP will sample here.
+    #[inline]
+    fn output_enqueued(&mut self, _now: Instant, _o: usize, _p: usize, _len: usize, _qlen: u64) {}
+
+    /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
+    #[inline]
+    fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
+        if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
+            self.send_pause(now, j, p, on);
+        }
+    }
+
+    /// Moves frames from the VOQs for `o` into the output queue (`o`, `p`), round-robin across
+    /// inputs, while the head frame of the input whose turn it is fits. Moved frames are
+    /// stamped `at` (the instant the room appeared).
+    #[inline]
+    fn fabric(&mut self, at: Instant, o: usize, p: usize) {
+        let r = o * P + p;
+        while let Some(j) = self.rings[r].current() {
+            let j = usize::from(j);
+            let ib = &mut self.inbufs[j * P + p];
+            let Some(len) = ib.head_len(o) else {
+                self.rings[r].advance(false);
+                continue;
+            };
+            let fits = self.outqs[r].fits(len);
+            if !fits && !self.drop_at_output {
+                break;
+            }
+            let Some(mut f) = ib.pop(o) else {
+                break;
+            };
+            let still = !ib.voq_is_empty(o);
+            let in_bytes = ib.bytes();
+            self.rings[r].advance(still);
+            if !fits {
+                // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
+                self.pool.recycle(f);
+                self.outqs[r].counters.drops += 1;
+                self.drop_frame(at, PortId(o as u16), Some(p), DropReason::OutputFull);
+                self.after_input_dequeue(at, j, p, in_bytes);
+                continue;
+            }
+            f.ts = at;
+            let q = &mut self.outqs[r];
+            q.push(f);
+            let qlen = q.bytes();
+            self.ports[o].backlog |= 1 << p;
+            self.output_enqueued(at, o, p, len, qlen);
+            self.after_input_dequeue(at, j, p, in_bytes);
+        }
+    }
+
+    /// Queues a control frame of `len` octets built by `build` to leave `port` ahead of data.
+    /// Returns false (and counts a `control_full` drop) if the port's control queue is full.
+    pub(crate) fn queue_control(
+        &mut self,
+        now: Instant,
+        port: usize,
+        len: usize,
+        build: impl FnOnce(&mut [u8]) -> bool,
+    ) -> bool {
+        if self.ports[port].ctl.len() >= self.control_frames {
+            self.drop_frame(now, PortId(port as u16), None, DropReason::ControlFull);
+            return false;
+        }
+        let Some(mut f) = self.pool.blank(len, now) else {
+            return false;
+        };
+        if !build(&mut f.buf) {
+            self.pool.recycle(f);
+            return false;
+        }
+        self.ports[port].ctl.push_back(f);
+        true
+    }
+
+    /// Sends the current XOFF/XON state of input port `i` upstream (out of port `i`).
+    fn send_pause(&mut self, now: Instant, i: usize, p: usize, on: bool) {
+        // The fabric may report a change at a back-dated instant; the frame leaves at the
+        // latest `now` the bridge has seen, and that is when the peer's timer starts.
+        let now = now.max(self.last_now);
+        let pt = &self.ports[i];
+        if !pt.up {
+            return;
+        }
+        let repr = pt.pause_gen.repr();
+        let mac = pt.mac;
+        let mode = pt.pause_gen.mode();
+        if self.queue_control(now, i, 60, |buf| build_pause_frame(mac, &repr, buf).is_ok()) {
+            let rate = self.link_rate(i);
+            let pt = &mut self.ports[i];
+            pt.counters.pause_tx += 1;
+            pt.pause_gen.sent(now, rate);
+            self.event(Event::PauseTx {
+                at: now,
+                port: PortId(i as u16),
+                priority: (mode == LosslessMode::Pfc).then_some(p as u8),
+                on,
+            });
+        }
+    }
+
+    /// Re-sends XOFF before the peer's pause timer runs out.
+    fn refresh_pause(&mut self, now: Instant, i: usize) {
+        let pt = &self.ports[i];
+        let repr = pt.pause_gen.repr();
+        let mac = pt.mac;
+        if self.queue_control(now, i, 60, |buf| build_pause_frame(mac, &repr, buf).is_ok()) {
+            let rate = self.link_rate(i);
+            let pt = &mut self.ports[i];
+            pt.counters.pause_tx += 1;
+            pt.pause_gen.sent(now, rate);
+        } else {
+            // Control queue full: retry in one quantum-ish interval rather than spinning.
+            let rate = self.link_rate(i);
+            self.ports[i].pause_gen.sent(now, rate);
+        }
+    }
+
+    /// The rate that converts pause quanta to time on port `i`: its emulated line rate, or the
+    /// nominal rate for an unshaped port.
+    fn link_rate(&self, i: usize) -> Rate {
+        self.ports[i].shaper.rate().unwrap_or(self.nominal_rate)
+    }
+
+    /// A MAC-control frame received on port `i`.
+    fn mac_control(&mut self, now: Instant, i: usize, mc: &MacControlRepr) {
+        match mc {
+            MacControlRepr::Pause { .. } | MacControlRepr::Pfc { .. } => {
+                let rate = self.link_rate(i);
+                let pt = &mut self.ports[i];
+                pt.counters.pause_rx += 1;
+                let (priorities, quanta) = pt.pause_rx.apply(now, mc, rate);
+                self.event(Event::PauseRx {
+                    at: now,
+                    port: PortId(i as u16),
+                    priorities,
+                    quanta,
+                });
+            }
+            MacControlRepr::Unknown { .. } => {
+                self.ports[i].counters.mac_control_other += 1;
+            }
+        }
+    }
+
+    /// Serves output port `o`.
+    fn transmit_port(&mut self, now: Instant, o: usize, tx: &mut dyn FnMut(PortId, &[u8]) -> bool) {
+        let id = PortId(o as u16);
+        if let Some(t) = self.ports[o].pause_gen.refresh_at() {
+            if t <= now && self.ports[o].up {
+                self.refresh_pause(now, o);
+            }
+        }
+        if !self.ports[o].up {
+            return;
+        }
+        // Control frames: ahead of data, never paused, but they occupy the line.
+        loop {
+            let pt = &mut self.ports[o];
+            let Some(f) = pt.ctl.front() else {
+                break;
+            };
+            let len = f.len();
+            if pt.delay.bypass() {
+                if !tx(id, &f.buf) {
+                    return;
+                }
+                pt.counters.tx_frames += 1;
+                pt.counters.tx_bytes += len as u64;
+                pt.shaper.charge_now(now, len);
+                if let Some(f) = pt.ctl.pop_front() {
+                    self.pool.recycle(f);
+                }
+            } else {
+                pt.shaper.charge_now(now, len);
+                if let Some(f) = pt.ctl.pop_front() {
+                    if let Err(f) = pt.delay.push(now, f) {
+                        self.pool.recycle(f);
+                        self.drop_frame(now, id, None, DropReason::DelayLineFull);
+                    }
+                }
+            }
+        }
+        loop {
+            // Frames whose propagation delay has elapsed.
+            {
+                let pt = &mut self.ports[o];
+                while let Some(f) = pt.delay.front_due(now) {
+                    if !tx(id, &f.buf) {
+                        return;
+                    }
+                    pt.counters.tx_frames += 1;
+                    pt.counters.tx_bytes += f.len() as u64;
+                    if let Some(f) = pt.delay.pop() {
+                        self.pool.recycle(f);
+                    }
+                }
+            }
+            // One data frame.
+            let pt = &mut self.ports[o];
+            if pt.backlog == 0 {
+                return;
+            }
+            if let Some(nf) = pt.shaper.next_free() {
+                if nf > now {
+                    return;
+                }
+            }
+            let outqs = &self.outqs;
+            let backlog = pt.backlog;
+            let pause_rx = &pt.pause_rx;
+            let Some(p) = pt.selector.select(|p| {
+                if backlog & (1 << p) != 0 && pause_rx.until(p) <= now {
+                    outqs[o * P + p].front().map(Frame::len)
+                } else {
+                    None
+                }
+            }) else {
+                return;
+            };
+            let r = o * P + p;
+            let Some(head) = self.outqs[r].front() else {
+                pt.backlog &= !(1 << p);
+                continue;
+            };
+            let ready = head.ts.max(pt.pause_rx.until(p));
+            if !pt.shaper.may_start(now, ready) {
+                return;
+            }
+            let len = head.len();
+            let start;
+            if pt.delay.bypass() {
+                if !tx(id, &head.buf) {
+                    return;
+                }
+                pt.counters.tx_frames += 1;
+                pt.counters.tx_bytes += len as u64;
+                start = pt.shaper.start(now, ready, len);
+                if let Some(f) = self.outqs[r].pop() {
+                    self.pool.recycle(f);
+                }
+            } else {
+                start = pt.shaper.start(now, ready, len);
+                if let Some(f) = self.outqs[r].pop() {
+                    if let Err(f) = pt.delay.push(start, f) {
+                        self.pool.recycle(f);
+                        self.outqs[r].counters.drops += 1;
+                        self.drop_frame(now, id, Some(p), DropReason::DelayLineFull);
+                    }
+                }
+            }
+            let pt = &mut self.ports[o];
+            let emptied = self.outqs[r].is_empty();
+            pt.selector.sent(p, len, emptied);
+            if emptied {
+                pt.backlog &= !(1 << p);
+            }
+            self.fabric(start, o, p);
+        }
+    }
+
+    /// Counts a drop attributed to `port` and records an event.
+    #[inline]
+    fn drop_frame(&mut self, now: Instant, port: PortId, priority: Option<usize>, r: DropReason) {
+        if let Some(pt) = self.ports.get_mut(port.index()) {
+            pt.counters.drops.count(r);
+        }
+        self.event(Event::Drop {
+            at: now,
+            port,
+            priority: priority.map(|p| p as u8),
+            reason: r,
+        });
+    }
+
+    #[inline]
+    fn event(&mut self, e: Event) {
+        if self.events.len() >= self.event_capacity {
+            self.events_lost += 1;
+        } else {
+            self.events.push_back(e);
+        }
+    }
+}

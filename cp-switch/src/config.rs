@@ -1,0 +1,579 @@
+//! Bridge configuration: the settings of the [`crate::Bridge`] core, with documented defaults,
+//! serde `Deserialize` (the daemon's TOML file maps onto these types field for field) and one
+//! validation pass that names the offending field.
+//!
+//! Defaults follow the QCN papers' baseline switch (Alizadeh et al., "Data Center Transport
+//! Mechanisms: Congestion Control Theory and IEEE Standardization", Allerton 2008): 150 KB of
+//! buffer per queue, PAUSE thresholds 110 KB / 44 KB; and 802.1Q for the rest (clause 8.8.3
+//! ageing time 300 s, 8 priorities).
+
+use cnm_proto::wire::EthernetAddress;
+use cnm_proto::{Bytes, Duration, Rate};
+use serde::Deserialize;
+use std::str::FromStr;
+
+/// Number of priorities (IEEE 802.1Q-2018 clause 6.9.3: the 3-bit PCP gives 8 priorities).
+pub const NUM_PRIORITIES: usize = 8;
+
+/// Largest number of ports one bridge may have. The CPID index `port * 8 + priority` must stay
+/// below the input-CP flag bit 0x8000 (the project's CPID layout choice), and the VOQ count grows as
+/// `ports² × 8`, so the bound is kept well below that limit.
+pub const MAX_PORTS: usize = 256;
+
+/// The whole configuration of one bridge.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BridgeConfig {
+    /// The ports, in order: port `i` of the configuration is `PortId(i)`.
+    pub ports: Vec<PortConfig>,
+    /// Priority given to untagged frames (802.1Q-2018 clause 6.9.3, the port's default
+    /// priority); a port may override it. Default 0.
+    pub default_priority: u8,
+    /// VLAN of untagged and priority-tagged (VID 0) frames: the Port VLAN Identifier
+    /// (802.1Q-2018 clause 6.9, PVID). Default 1.
+    pub pvid: u16,
+    /// Base MAC address of the bridge: port `i` sources its PAUSE/PFC frames from this address
+    /// with `i` added to the last two octets, unless the port names its own `mac`.
+    /// Default `02:00:00:00:00:00` (locally administered).
+    #[serde(deserialize_with = "de_mac")]
+    pub mac: EthernetAddress,
+    /// Filtering database settings.
+    pub fdb: FdbConfig,
+    /// Buffer sizes.
+    pub buffers: BufferConfig,
+    /// Drop-tail or lossless operation, and the PAUSE/PFC parameters.
+    pub lossless: LosslessConfig,
+    /// Transmission selection across the priorities of one output port.
+    pub scheduler: SchedulerConfig,
+    /// Line-rate emulation settings shared by all ports.
+    pub shaper: ShaperConfig,
+    /// Largest frame accepted (octets, without FCS). Longer frames are counted drops.
+    /// Default 9216 (a common jumbo limit); at most 16384.
+    pub max_frame: Bytes,
+    /// Capacity of the event log read by [`crate::Bridge::drain_events`]; events beyond it
+    /// are counted as lost. Default 4096.
+    pub event_capacity: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            ports: Vec::new(),
+            default_priority: 0,
+            pvid: 1,
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, 0]),
+            fdb: FdbConfig::default(),
+            buffers: BufferConfig::default(),
+            lossless: LosslessConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            shaper: ShaperConfig::default(),
+            max_frame: Bytes::new(9216),
+            event_capacity: 4096,
+        }
+    }
+}
+
+/// One port.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name (the interface name in the daemon).
+    pub name: String,
+    /// Emulated line rate; `None` = not shaped (frames leave as fast as the caller takes them).
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// One-way propagation delay added after the shaper. Default 0.
+    #[serde(default)]
+    pub delay: Duration,
+    /// Default priority for untagged frames received on this port (overrides the bridge's).
+    #[serde(default)]
+    pub default_priority: Option<u8>,
+    /// Source MAC of the PAUSE/PFC frames sent from this port.
+    #[serde(default, deserialize_with = "de_opt_mac")]
+    pub mac: Option<EthernetAddress>,
+}
+
+impl PortConfig {
+    /// A port with this name, unshaped, no delay.
+    pub fn new(name: impl Into<String>) -> Self {
+        PortConfig {
+            name: name.into(),
+            rate: None,
+            delay: Duration::ZERO,
+            default_priority: None,
+            mac: None,
+        }
+    }
+    /// Builder: emulated line rate.
+    pub fn with_rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+    /// Builder: propagation delay.
+    pub fn with_delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// Filtering database (802.1Q-2018 clause 8.8).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FdbConfig {
+    /// Ageing time of learned entries (802.1Q-2018 clause 8.8.3, default 300 s).
+    pub ageing: Duration,
+    /// Most dynamic entries held; learning beyond it is refused and counted. Default 8192.
+    pub max_entries: usize,
+    /// Static entries (802.1Q-2018 clause 8.8.1): never aged, never moved by learning.
+    pub static_entries: Vec<StaticEntry>,
+}
+
+impl Default for FdbConfig {
+    fn default() -> Self {
+        FdbConfig {
+            ageing: Duration::from_secs(300),
+            max_entries: 8192,
+            static_entries: Vec::new(),
+        }
+    }
+}
+
+/// A static FDB entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticEntry {
+    /// Station address.
+    #[serde(deserialize_with = "de_mac")]
+    pub mac: EthernetAddress,
+    /// VLAN; default: the bridge's PVID.
+    #[serde(default)]
+    pub vid: Option<u16>,
+    /// Port name.
+    pub port: String,
+}
+
+/// Buffer sizes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BufferConfig {
+    /// Shared input buffer per (input port, priority), holding that input's VOQs.
+    /// Default 150 KB (the QCN baseline switch).
+    pub input: Bytes,
+    /// Output queue per (output port, priority). Default 150 KB.
+    pub output: Bytes,
+    /// Bytes that may be "on the wire" in a port's propagation-delay line (frames that left the
+    /// shaper but are not yet delivered). Shaped ports hold at most rate × delay; this bounds
+    /// unshaped ports. Default 4 MB.
+    pub delay_line: Bytes,
+    /// Control frames (PAUSE/PFC now, CNMs later) waiting to leave one port. Default 64.
+    pub control_frames: usize,
+    /// What the fabric does with a frame whose output queue is full. Default backpressure.
+    pub on_output_full: OutputFullPolicy,
+}
+
+/// What happens to a frame whose output queue has no room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputFullPolicy {
+    /// The frame waits in its VOQ until the output queue has room (CIOQ with backpressure:
+    /// the input buffers fill, and in lossless mode send PAUSE/PFC).
+    #[default]
+    Backpressure,
+    /// The frame is dropped and counted `output_full` (an output-queued drop-tail switch, as in
+    /// the QCN papers' simulations). Not allowed with lossless mode, whose PAUSE watches the
+    /// input buffers.
+    Drop,
+}
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            input: Bytes::new(150_000),
+            output: Bytes::new(150_000),
+            delay_line: Bytes::new(4_000_000),
+            control_frames: 64,
+            on_output_full: OutputFullPolicy::Backpressure,
+        }
+    }
+}
+
+/// Loss behaviour when an input buffer fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LosslessMode {
+    /// Drop-tail: a frame that does not fit the input buffer is dropped (and counted).
+    #[default]
+    None,
+    /// IEEE 802.3 Annex 31B PAUSE: one XOFF for the whole link.
+    Pause,
+    /// IEEE 802.1Qbb Priority-based Flow Control: per priority.
+    Pfc,
+}
+
+/// PAUSE / PFC generation and reception.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LosslessConfig {
+    /// Mode. Default drop-tail.
+    pub mode: LosslessMode,
+    /// Input-buffer occupancy at which XOFF is sent. Default 110 KB.
+    pub qhigh: Bytes,
+    /// Occupancy at or below which XON (quanta 0) is sent. Default 44 KB.
+    pub qlow: Bytes,
+    /// pause_time of the XOFF frames, in quanta of 512 bit times (802.3-2018 clause 31B.2).
+    /// Default 0xFFFF.
+    pub quanta: u16,
+    /// Rate used to convert quanta to time on an unshaped port (a real port would use its PHY
+    /// rate; an unshaped emulated port has none). Default 10 Gb/s.
+    pub nominal_rate: Rate,
+}
+
+impl Default for LosslessConfig {
+    fn default() -> Self {
+        LosslessConfig {
+            mode: LosslessMode::None,
+            qhigh: Bytes::new(110_000),
+            qlow: Bytes::new(44_000),
+            quanta: 0xFFFF,
+            nominal_rate: Rate::from_gbps(10),
+        }
+    }
+}
+
+/// Transmission selection among the 8 priority queues of one output port
+/// (802.1Q-2018 clause 8.6.8).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Algorithm.
+    pub policy: PriorityPolicy,
+    /// DWRR weights per priority (index = priority). Each round gives priority `p` a quantum of
+    /// `weights[p] × max_frame` octets. Default all 1.
+    pub weights: [u32; NUM_PRIORITIES],
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            policy: PriorityPolicy::Strict,
+            weights: [1; NUM_PRIORITIES],
+        }
+    }
+}
+
+/// Selection algorithm across priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PriorityPolicy {
+    /// Strict priority (802.1Q-2018 clause 8.6.8.1), highest traffic class first.
+    #[default]
+    Strict,
+    /// Deficit weighted round robin (Shreedhar and Varghese, SIGCOMM 1995), the usual
+    /// realisation of ETS (802.1Q-2018 clause 8.6.8.3).
+    Dwrr,
+}
+
+/// Line-rate emulation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShaperConfig {
+    /// Count 20 octets per frame for preamble, SFD and inter-frame gap
+    /// (802.3-2018 clauses 3.1.1 and 4.4.2: 7 + 1 + 12 octets). Default true.
+    pub wire_overhead: bool,
+    /// Add the 4-octet FCS, which frames handed to the bridge do not carry. Default true.
+    pub fcs: bool,
+    /// Frames shorter than the 60-octet minimum (without FCS) are counted as 60, as the MAC
+    /// pads them (802.3-2018 clause 4.2.3.3). Default true.
+    pub pad: bool,
+    /// How far a busy transmitter may lag behind "now" and still catch up (send back-dated
+    /// frames in a burst) when the caller polls late. Default 1 ms.
+    pub catch_up: Duration,
+}
+
+impl Default for ShaperConfig {
+    fn default() -> Self {
+        ShaperConfig {
+            wire_overhead: true,
+            fcs: true,
+            pad: true,
+            catch_up: Duration::from_millis(1),
+        }
+    }
+}
+
+/// An invalid configuration value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {reason}")]
+pub struct ConfigError {
+    /// The field, as a TOML path (`ports[2].rate`, `lossless.qhigh`).
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl BridgeConfig {
+    /// A configuration with these ports and every other setting at its default.
+    pub fn with_ports(ports: Vec<PortConfig>) -> Self {
+        BridgeConfig {
+            ports,
+            ..BridgeConfig::default()
+        }
+    }
+
+    /// Checks every value; the first problem found is returned, naming its field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.ports.is_empty() {
+            return Err(ConfigError::new("ports", "at least one port is needed"));
+        }
+        if self.ports.len() > MAX_PORTS {
+            return Err(ConfigError::new(
+                "ports",
+                format!("at most {MAX_PORTS} ports are supported"),
+            ));
+        }
+        check_priority("default_priority", self.default_priority)?;
+        check_vid("pvid", self.pvid)?;
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.name.is_empty() {
+                return Err(ConfigError::new(format!("ports[{i}].name"), "empty name"));
+            }
+            if self.ports[..i].iter().any(|q| q.name == p.name) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].name"),
+                    format!("duplicate port name {:?}", p.name),
+                ));
+            }
+            if p.rate == Some(Rate::ZERO) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].rate"),
+                    "must be positive (omit it for an unshaped port)",
+                ));
+            }
+            if let Some(dp) = p.default_priority {
+                check_priority(&format!("ports[{i}].default_priority"), dp)?;
+            }
+        }
+        for (i, s) in self.fdb.static_entries.iter().enumerate() {
+            if !self.ports.iter().any(|p| p.name == s.port) {
+                return Err(ConfigError::new(
+                    format!("fdb.static_entries[{i}].port"),
+                    format!("no port named {:?}", s.port),
+                ));
+            }
+            if let Some(v) = s.vid {
+                check_vid(&format!("fdb.static_entries[{i}].vid"), v)?;
+            }
+            if !s.mac.is_unicast() {
+                return Err(ConfigError::new(
+                    format!("fdb.static_entries[{i}].mac"),
+                    "only unicast addresses can be static entries here",
+                ));
+            }
+        }
+        if self.fdb.ageing == Duration::ZERO {
+            return Err(ConfigError::new("fdb.ageing", "must be positive"));
+        }
+        let mf = self.max_frame.get();
+        if !(60..=16384).contains(&mf) {
+            return Err(ConfigError::new(
+                "max_frame",
+                "must be between 60 and 16384 octets",
+            ));
+        }
+        if self.buffers.input.get() < mf {
+            return Err(ConfigError::new(
+                "buffers.input",
+                format!("must hold at least one max_frame ({mf} octets)"),
+            ));
+        }
+        if self.buffers.output.get() < mf {
+            return Err(ConfigError::new(
+                "buffers.output",
+                format!("must hold at least one max_frame ({mf} octets)"),
+            ));
+        }
+        if self.buffers.delay_line.get() < mf {
+            return Err(ConfigError::new(
+                "buffers.delay_line",
+                format!("must hold at least one max_frame ({mf} octets)"),
+            ));
+        }
+        if self.buffers.control_frames == 0 {
+            return Err(ConfigError::new(
+                "buffers.control_frames",
+                "must be at least 1",
+            ));
+        }
+        if self.lossless.mode != LosslessMode::None {
+            let l = &self.lossless;
+            if l.qlow >= l.qhigh {
+                return Err(ConfigError::new(
+                    "lossless.qlow",
+                    format!("must be below lossless.qhigh ({})", l.qhigh),
+                ));
+            }
+            if l.qhigh > self.buffers.input {
+                return Err(ConfigError::new(
+                    "lossless.qhigh",
+                    format!("must not exceed buffers.input ({})", self.buffers.input),
+                ));
+            }
+            if l.quanta == 0 {
+                return Err(ConfigError::new("lossless.quanta", "must be positive"));
+            }
+            if self.buffers.on_output_full == OutputFullPolicy::Drop {
+                return Err(ConfigError::new(
+                    "buffers.on_output_full",
+                    "\"drop\" cannot be lossless: use \"backpressure\" with lossless.mode",
+                ));
+            }
+        }
+        if self.lossless.nominal_rate == Rate::ZERO {
+            return Err(ConfigError::new(
+                "lossless.nominal_rate",
+                "must be positive",
+            ));
+        }
+        if self.scheduler.weights.contains(&0) {
+            return Err(ConfigError::new(
+                "scheduler.weights",
+                "every weight must be at least 1",
+            ));
+        }
+        if self.event_capacity == 0 {
+            return Err(ConfigError::new("event_capacity", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+fn check_priority(field: &str, p: u8) -> Result<(), ConfigError> {
+    if usize::from(p) < NUM_PRIORITIES {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("priority {p} is not in 0..=7"),
+        ))
+    }
+}
+
+fn check_vid(field: &str, v: u16) -> Result<(), ConfigError> {
+    // 802.1Q-2018 Table 9-2: 0 and 0xFFF are reserved.
+    if (1..=4094).contains(&v) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(
+            field,
+            format!("VID {v} is not in 1..=4094"),
+        ))
+    }
+}
+
+fn de_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<EthernetAddress, D::Error> {
+    let s = String::deserialize(d)?;
+    EthernetAddress::from_str(&s).map_err(serde::de::Error::custom)
+}
+
+fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {
+    let s = Option::<String>::deserialize(d)?;
+    s.map(|s| EthernetAddress::from_str(&s).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn two_ports() -> BridgeConfig {
+        BridgeConfig::with_ports(vec![PortConfig::new("a"), PortConfig::new("b")])
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        two_ports().validate().unwrap();
+        let c = BridgeConfig::default();
+        assert_eq!(c.buffers.input, Bytes::new(150_000));
+        assert_eq!(c.lossless.qhigh, Bytes::new(110_000));
+        assert_eq!(c.lossless.qlow, Bytes::new(44_000));
+        assert_eq!(c.fdb.ageing, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let mut c = two_ports();
+        c.ports[1].name = "a".into();
+        assert_eq!(c.validate().unwrap_err().field, "ports[1].name");
+        let mut c = two_ports();
+        c.lossless.mode = LosslessMode::Pfc;
+        c.lossless.qlow = Bytes::new(120_000);
+        assert_eq!(c.validate().unwrap_err().field, "lossless.qlow");
+        let mut c = two_ports();
+        c.default_priority = 8;
+        assert_eq!(c.validate().unwrap_err().field, "default_priority");
+        let mut c = two_ports();
+        c.ports[0].rate = Some(Rate::ZERO);
+        assert_eq!(c.validate().unwrap_err().field, "ports[0].rate");
+        assert!(BridgeConfig::default().validate().is_err());
+    }
+
+    #[test]
+    fn deserialises_from_json_shape() {
+        let c: BridgeConfig = serde_json::from_str(
+            r#"{"ports":[{"name":"eth0","rate":"1gbit","delay":"25us"},{"name":"eth1"}],
+                "lossless":{"mode":"pfc"},
+                "scheduler":{"policy":"dwrr","weights":[1,2,3,4,5,6,7,8]},
+                "fdb":{"static_entries":[{"mac":"02:00:00:00:00:09","port":"eth1"}]}}"#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.ports[0].rate, Some(Rate::from_gbps(1)));
+        assert_eq!(c.ports[0].delay, Duration::from_micros(25));
+        assert_eq!(c.lossless.mode, LosslessMode::Pfc);
+        assert_eq!(c.scheduler.policy, PriorityPolicy::Dwrr);
+        assert!(serde_json::from_str::<BridgeConfig>(r#"{"bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn deserialises_from_toml() {
+        let c: BridgeConfig = toml::from_str(
+            r#"
+            default_priority = 1
+            [[ports]]
+            name = "veth0"
+            rate = "100mbit"
+            delay = "25us"
+            [[ports]]
+            name = "veth1"
+            mac = "02-00-00-00-00-aa"
+            [buffers]
+            input = "200KB"
+            on_output_full = "backpressure"
+            [lossless]
+            mode = "pause"
+            qhigh = "150KB"
+            qlow = "60KB"
+            nominal_rate = "1gbit"
+            [fdb]
+            ageing = "30s"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.buffers.input, Bytes::new(200_000));
+        assert_eq!(c.buffers.output, Bytes::new(150_000));
+        assert_eq!(c.ports[1].mac, Some(EthernetAddress([2, 0, 0, 0, 0, 0xaa])));
+        assert_eq!(c.fdb.ageing, Duration::from_secs(30));
+        let e = toml::from_str::<BridgeConfig>("[lossless]\nmode = \"sometimes\"\n").unwrap_err();
+        assert!(e.to_string().contains("sometimes"), "{e}");
+    }
+}

@@ -1,0 +1,302 @@
+//! Command line and TOML configuration of the `cp-switch` daemon.
+//!
+//! Every flag has a TOML equivalent; the TOML file can say more (static FDB entries, per-port
+//! buffer sizes, scheduler weights). Flags override the file. Any invalid value ends the program
+//! with one message naming the field and exit code 2.
+//!
+//! ```toml
+//! default_rate = "100mbit"     # ports without their own rate are shaped to this
+//! lossless = "pfc"             # or "pause"; absent = drop-tail
+//! buffer = "150KB"             # input buffer per port and priority, and output queue limit
+//! ctl = "/run/cp-switch.sock"
+//! trace = "trace.jsonl"
+//! trace_interval = "1ms"
+//! metrics = "127.0.0.1:9100"
+//!
+//! [[port]]
+//! name = "sw-p1"
+//! rate = "10mbit"
+//! delay = "25us"
+//!
+//! [[port]]
+//! name = "sw-p2"
+//!
+//! [[static_fdb]]
+//! mac = "02:00:00:00:00:02"
+//! vid = 0
+//! port = "sw-p2"
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use cnm_proto::{Bytes, Duration, Rate};
+use serde::Deserialize;
+
+/// One `--port IF[,rate=R][,delay=D]` or `[[port]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSpec {
+    /// Interface name.
+    pub name: String,
+    /// Emulated line rate; absent = `default_rate`, or unshaped.
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Propagation delay added after serialisation.
+    #[serde(default)]
+    pub delay: Option<Duration>,
+}
+
+impl std::str::FromStr for PortSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(',');
+        let name = parts.next().unwrap_or("").trim().to_string();
+        if name.is_empty() || name.len() > 15 || name.contains('=') {
+            return Err(format!(
+                "port: {s:?}: expected IF[,rate=R][,delay=D] with an interface name of 1-15 characters"
+            ));
+        }
+        let mut spec = PortSpec {
+            name,
+            rate: None,
+            delay: None,
+        };
+        for kv in parts {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("port {}: {kv:?} is not key=value", spec.name))?;
+            match k.trim() {
+                "rate" => {
+                    spec.rate = Some(
+                        v.parse()
+                            .map_err(|e| format!("port {}: rate: {e}", spec.name))?,
+                    )
+                }
+                "delay" => {
+                    spec.delay = Some(
+                        v.parse()
+                            .map_err(|e| format!("port {}: delay: {e}", spec.name))?,
+                    )
+                }
+                other => {
+                    return Err(format!(
+                        "port {}: unknown option {other:?} (expected rate or delay)",
+                        spec.name
+                    ))
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Lossless modes (`--lossless`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LosslessMode {
+    /// 802.3x PAUSE: stops the whole upstream port.
+    Pause,
+    /// 802.1Qbb PFC: stops one priority of the upstream port.
+    Pfc,
+}
+
+/// A static FDB entry (TOML only).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFdb {
+    /// MAC address (`aa:bb:cc:dd:ee:ff`).
+    pub mac: String,
+    /// VLAN id (0 = untagged / priority-tagged).
+    #[serde(default)]
+    pub vid: u16,
+    /// Port name.
+    pub port: String,
+}
+
+/// The daemon's flags (clap) — also the shape of the TOML file (serde).
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunArgs {
+    /// A switch port: interface name with optional `,rate=R` (e.g. 100mbit) and `,delay=D`
+    /// (e.g. 25us). Repeat for every port.
+    #[arg(long = "port", value_name = "IF[,rate=R][,delay=D]")]
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortSpec>,
+    /// Line rate for ports without `rate=` (unset: such ports are not shaped).
+    #[arg(long, value_name = "RATE")]
+    #[serde(default)]
+    pub default_rate: Option<Rate>,
+    /// Lossless operation: send PAUSE or PFC upstream instead of dropping.
+    #[arg(long, value_enum)]
+    #[serde(default)]
+    pub lossless: Option<LosslessMode>,
+    /// Input buffer per port and priority, and output queue limit (default 150KB).
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default)]
+    pub buffer: Option<Bytes>,
+    /// PAUSE/PFC on threshold (default 110KB).
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default)]
+    pub q_high: Option<Bytes>,
+    /// PAUSE/PFC off threshold (default 44KB).
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default)]
+    pub q_low: Option<Bytes>,
+    /// Priority of untagged frames (0-7, default 0).
+    #[arg(long, value_name = "0-7")]
+    #[serde(default)]
+    pub default_priority: Option<u8>,
+    /// FDB ageing time (default 300s).
+    #[arg(long, value_name = "DUR")]
+    #[serde(default)]
+    pub ageing: Option<Duration>,
+    /// Add the 20 B preamble + inter-frame gap to every frame's serialisation time.
+    #[arg(long)]
+    #[serde(default)]
+    pub ifg: bool,
+    /// TOML configuration file (flags override it).
+    #[arg(long, value_name = "FILE.toml")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Unix control socket path (mode 0600).
+    #[arg(long, value_name = "PATH")]
+    #[serde(default)]
+    pub ctl: Option<PathBuf>,
+    /// JSON-lines trace file: queue occupancy every --trace-interval plus events.
+    #[arg(long, value_name = "FILE")]
+    #[serde(default)]
+    pub trace: Option<PathBuf>,
+    /// Trace sampling interval (default 1ms).
+    #[arg(long, value_name = "DUR")]
+    #[serde(default)]
+    pub trace_interval: Option<Duration>,
+    /// Serve Prometheus metrics on this address (loopback unless --metrics-allow-remote).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+    /// Allow a non-loopback --metrics address.
+    #[arg(long)]
+    #[serde(default)]
+    pub metrics_allow_remote: bool,
+    /// Seed of the switch's random generator.
+    #[arg(long)]
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Static FDB entries (TOML only).
+    #[arg(skip)]
+    #[serde(default)]
+    pub static_fdb: Vec<StaticFdb>,
+    /// Every setting of the bridge core (TOML only, `[bridge]` table: scheduler weights, FDB
+    /// size, PAUSE quanta, shaper overheads, ...; see `cp_switch::config`). The flags and the
+    /// top-level keys above override the matching fields.
+    #[arg(skip)]
+    #[serde(default)]
+    pub bridge: Option<cp_switch::BridgeConfig>,
+}
+
+impl RunArgs {
+    /// Reads `--config` if given and overlays the flags on it.
+    pub fn resolve(self) -> Result<RunArgs, String> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("config {}: {e}", path.display()))?;
+        let file: RunArgs =
+            toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+        Ok(file.overlay(self))
+    }
+
+    /// `self` (from the file) with every flag that was given in `flags` replacing it.
+    fn overlay(mut self, flags: RunArgs) -> RunArgs {
+        if !flags.ports.is_empty() {
+            self.ports = flags.ports;
+        }
+        macro_rules! take {
+            ($($f:ident),*) => { $( if flags.$f.is_some() { self.$f = flags.$f; } )* };
+        }
+        take!(
+            default_rate,
+            lossless,
+            buffer,
+            q_high,
+            q_low,
+            default_priority,
+            ageing,
+            ctl,
+            trace,
+            trace_interval,
+            metrics,
+            seed
+        );
+        self.ifg |= flags.ifg;
+        self.static_fdb.extend(flags.static_fdb);
+        self.metrics_allow_remote |= flags.metrics_allow_remote;
+        self.config = flags.config;
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_parse() {
+        let p: PortSpec = "veth1,rate=100mbit,delay=25us".parse().unwrap();
+        assert_eq!(p.name, "veth1");
+        assert_eq!(p.rate, Some(Rate::from_mbps(100)));
+        assert_eq!(p.delay, Some(Duration::from_micros(25)));
+        let p: PortSpec = "eth0".parse().unwrap();
+        assert_eq!(p.rate, None);
+        let e = "eth0,rate=fast".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("rate"), "{e}");
+        assert!("eth0,speed=1".parse::<PortSpec>().is_err());
+        assert!("".parse::<PortSpec>().is_err());
+        assert!("a-name-much-too-long-for-linux"
+            .parse::<PortSpec>()
+            .is_err());
+    }
+
+    #[test]
+    fn toml_file_and_flags_overlay() {
+        let file: RunArgs = toml::from_str(
+            r#"
+default_rate = "100mbit"
+lossless = "pfc"
+buffer = "150KB"
+[[port]]
+name = "p1"
+rate = "10mbit"
+[[port]]
+name = "p2"
+delay = "25us"
+[[static_fdb]]
+mac = "02:00:00:00:00:02"
+port = "p2"
+"#,
+        )
+        .unwrap();
+        assert_eq!(file.ports.len(), 2);
+        assert_eq!(file.lossless, Some(LosslessMode::Pfc));
+        assert_eq!(file.static_fdb.len(), 1);
+        let flags = RunArgs {
+            default_rate: Some(Rate::from_gbps(1)),
+            ..Default::default()
+        };
+        let merged = file.overlay(flags);
+        assert_eq!(merged.default_rate, Some(Rate::from_gbps(1)));
+        assert_eq!(merged.ports.len(), 2);
+        assert_eq!(merged.buffer, Some(Bytes::new(150_000)));
+    }
+
+    #[test]
+    fn toml_errors_name_the_field() {
+        let e = toml::from_str::<RunArgs>("buffer = \"lots\"").unwrap_err();
+        assert!(e.to_string().contains("buffer"), "{e}");
+        let e = toml::from_str::<RunArgs>("bogus = 1").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+}

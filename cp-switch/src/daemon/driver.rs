@@ -1,0 +1,450 @@
+//! The daemon's dataplane loop: AF_PACKET ports ⇄ the sans-IO [`Bridge`].
+//!
+//! One thread, run to completion (ARCHITECTURE.md rule 7): receive a batch from every port
+//! (frames go straight from the receive ring into the bridge), read the clock, let the bridge
+//! transmit what is due, flush every port once, record trace events, answer control requests,
+//! then sleep in `ppoll` until a port is readable or the bridge's next departure
+//! ([`Bridge::poll_timeout`]), with nanosecond precision.
+//!
+//! A port whose interface disappears is marked down in the bridge (its queues are flushed and
+//! counted) and reopened when the interface comes back.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
+use cnm_proto::rng::Rng;
+use cnm_proto::wire::EthernetAddress;
+use cnm_proto::{Duration, Instant};
+use cp_switch::config::StaticEntry;
+use cp_switch::{Bridge, BridgeConfig, LosslessMode, PortConfig, PortId};
+use serde_json::{json, Value};
+
+use super::cli::{self, RunArgs};
+use super::ctl::{self, Command, CtlServer};
+use super::metrics::MetricsServer;
+use super::trace::TraceWriter;
+
+/// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
+const BATCH: usize = 64;
+/// Longest sleep, so control requests and signals are seen promptly.
+const MAX_SLEEP: Duration = Duration::from_millis(10);
+/// How often a down port is tried again.
+const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Why the daemon could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Invalid configuration (exit code 2).
+    #[error("{0}")]
+    Config(String),
+    /// A run-time failure (exit code 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl DaemonError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            DaemonError::Config(_) => 2,
+            DaemonError::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Builds the bridge configuration from the resolved flags and file.
+pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
+    let cfgerr = DaemonError::Config;
+    let explicit_bridge = args.bridge.is_some();
+    let mut cfg = args.bridge.clone().unwrap_or_default();
+    if !args.ports.is_empty() {
+        cfg.ports = args
+            .ports
+            .iter()
+            .map(|p| {
+                let mut pc = PortConfig::new(p.name.clone());
+                pc.rate = p.rate;
+                pc.delay = p.delay.unwrap_or(Duration::ZERO);
+                pc
+            })
+            .collect();
+    }
+    if cfg.ports.is_empty() {
+        return Err(cfgerr(
+            "port: no ports configured (give --port IF at least once)".into(),
+        ));
+    }
+    if let Some(r) = args.default_rate {
+        for p in cfg.ports.iter_mut().filter(|p| p.rate.is_none()) {
+            p.rate = Some(r);
+        }
+    }
+    if let Some(m) = args.lossless {
+        cfg.lossless.mode = match m {
+            cli::LosslessMode::Pause => LosslessMode::Pause,
+            cli::LosslessMode::Pfc => LosslessMode::Pfc,
+        };
+    }
+    if let Some(b) = args.buffer {
+        cfg.buffers.input = b;
+        cfg.buffers.output = b;
+    }
+    if let Some(q) = args.q_high {
+        cfg.lossless.qhigh = q;
+    }
+    if let Some(q) = args.q_low {
+        cfg.lossless.qlow = q;
+    }
+    if let Some(p) = args.default_priority {
+        cfg.default_priority = p;
+    }
+    if let Some(a) = args.ageing {
+        cfg.fdb.ageing = a;
+    }
+    if !explicit_bridge {
+        // On veth there is no preamble, FCS or minimum size: by default the emulated line
+        // carries the frame's own octets, so the rate a receiver measures on its interface is
+        // the configured rate. `--ifg` adds the 20-octet preamble + inter-frame gap.
+        cfg.shaper.wire_overhead = false;
+        cfg.shaper.fcs = false;
+        cfg.shaper.pad = false;
+        // A user-space dataplane on a shared 2-core machine is sometimes descheduled for a few
+        // milliseconds; letting the emulated line send what it would have sent meanwhile keeps
+        // the long-run rate exact at the cost of a short burst.
+        cfg.shaper.catch_up = Duration::from_millis(5);
+    }
+    if args.ifg {
+        cfg.shaper.wire_overhead = true;
+    }
+    for (i, s) in args.static_fdb.iter().enumerate() {
+        let mac: EthernetAddress = s
+            .mac
+            .parse()
+            .map_err(|_| cfgerr(format!("static_fdb[{i}].mac: invalid MAC {:?}", s.mac)))?;
+        cfg.fdb.static_entries.push(StaticEntry {
+            mac,
+            vid: Some(s.vid),
+            port: s.port.clone(),
+        });
+    }
+    cfg.validate().map_err(|e| cfgerr(e.to_string()))?;
+    Ok(cfg)
+}
+
+struct PortSlot {
+    name: String,
+    port: Option<AfPacketPort>,
+    next_retry: Instant,
+    gone_reason: Option<String>,
+}
+
+/// Runs the daemon until `term` is set (SIGINT/SIGTERM). Returns after flushing traces.
+pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let mut cfg = bridge_config(&args)?;
+    let ring = AfPacketConfig::default();
+
+    // Every port must exist, with its offloads off (frames larger than the MTU and partial
+    // checksums would otherwise reach the switch), before anything starts.
+    let mut slots = Vec::with_capacity(cfg.ports.len());
+    for pc in cfg.ports.iter_mut() {
+        let name = pc.name.clone();
+        if !phy::iface::exists(&name) {
+            return Err(DaemonError::Config(format!(
+                "port {name}: no such interface"
+            )));
+        }
+        prepare_offloads(&name)?;
+        if pc.mac.is_none() {
+            if let Ok(m) = phy::iface::mac(&name) {
+                pc.mac = Some(EthernetAddress(m));
+            }
+        }
+        let port = AfPacketPort::open(&name, &ring)
+            .map_err(|e| DaemonError::Runtime(format!("port {name}: {e}")))?;
+        slots.push(PortSlot {
+            name,
+            port: Some(port),
+            next_retry: Instant::ZERO,
+            gone_reason: None,
+        });
+    }
+
+    let seed = args.seed.unwrap_or_else(|| phy::clock::now().as_nanos());
+    let mut bridge =
+        Bridge::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
+    tracing::info!(
+        ports = ?slots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        seed,
+        "cp-switch running"
+    );
+
+    let (req_tx, req_rx) = ctl::channel();
+    let _ctl = match &args.ctl {
+        Some(p) => Some(
+            CtlServer::start(p, req_tx.clone())
+                .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let _metrics = match args.metrics {
+        Some(a) => {
+            let m = MetricsServer::start(a, args.metrics_allow_remote, req_tx.clone())
+                .map_err(|e| DaemonError::Config(format!("metrics {a}: {e}")))?;
+            tracing::info!(addr = %m.local_addr(), "metrics served");
+            Some(m)
+        }
+        None => None,
+    };
+    drop(req_tx);
+    let mut trace = match &args.trace {
+        Some(p) => Some(
+            TraceWriter::create(p)
+                .map_err(|e| DaemonError::Runtime(format!("trace {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    let trace_interval = args.trace_interval.unwrap_or(Duration::from_millis(1));
+    let mut next_trace = phy::clock::now();
+    let mut last_queues: Vec<u64> = Vec::new();
+
+    // Sleeps end when the next departure is due, not up to 50 us later (the default timer slack).
+    if let Err(e) = phy::poll::set_timer_slack(Duration::from_nanos(1000)) {
+        tracing::debug!("timer slack: {e}");
+    }
+    let mut fds: Vec<i32> = Vec::with_capacity(slots.len());
+    let mut gone: Vec<(usize, String)> = Vec::new();
+    while !term.load(Ordering::Relaxed) {
+        let now = phy::clock::now();
+        let mut busy = false;
+        for (i, slot) in slots.iter_mut().enumerate() {
+            let Some(port) = slot.port.as_mut() else {
+                continue;
+            };
+            let pid = PortId(i as u16);
+            match port.recv_batch(BATCH, &mut |f| bridge.handle_frame(now, pid, f)) {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => gone.push((i, e.to_string())),
+                Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
+            }
+        }
+        let now = phy::clock::now();
+        bridge.poll_transmit(now, &mut |pid, frame| {
+            let Some(slot) = slots.get_mut(pid.index()) else {
+                return false;
+            };
+            let Some(port) = slot.port.as_mut() else {
+                return false;
+            };
+            match port.send(frame) {
+                Ok(true) => true,
+                Ok(false) => {
+                    busy = true;
+                    false
+                }
+                Err(e) if e.is_link_gone() => {
+                    gone.push((pid.index(), e.to_string()));
+                    false
+                }
+                Err(e) => {
+                    tracing::debug!(port = %slot.name, "send: {e}");
+                    // The frame cannot be sent by this port at all: drop it rather than
+                    // wedging the queue (counted by the port's tx_errors).
+                    true
+                }
+            }
+        });
+        for (i, slot) in slots.iter_mut().enumerate() {
+            if let Some(port) = slot.port.as_mut() {
+                if let Err(e) = port.flush() {
+                    if e.is_link_gone() {
+                        gone.push((i, e.to_string()));
+                    } else {
+                        tracing::debug!(port = %slot.name, "flush: {e}");
+                    }
+                }
+            }
+        }
+        for (i, why) in gone.drain(..) {
+            port_gone(&mut bridge, &mut slots[i], i, now, why);
+        }
+        retry_ports(&mut bridge, &mut slots, &ring, now);
+
+        if let Some(t) = trace.as_mut() {
+            bridge.drain_events(&mut |ev| {
+                if let Ok(mut v) = serde_json::to_value(ev) {
+                    v["type"] = json!("event");
+                    t.record(v.to_string());
+                }
+            });
+            if now >= next_trace {
+                trace_queues(t, &bridge, now, &mut last_queues);
+                next_trace = now + trace_interval;
+            }
+        } else {
+            bridge.drain_events(&mut |_| {});
+        }
+
+        ctl::answer_pending(&req_rx, |cmd| handle_command(&mut bridge, &slots, cmd));
+
+        // Sleep until a port is readable, the bridge has a departure due, or a housekeeping
+        // deadline passes.
+        if busy {
+            continue;
+        }
+        let now = phy::clock::now();
+        let mut deadline = now + MAX_SLEEP;
+        if let Some(t) = bridge.poll_timeout() {
+            deadline = deadline.min(t);
+        }
+        if trace.is_some() {
+            deadline = deadline.min(next_trace);
+        }
+        if slots.iter().any(|s| s.port.is_none()) {
+            deadline = deadline.min(now + RETRY_INTERVAL);
+        }
+        fds.clear();
+        fds.extend(
+            slots
+                .iter()
+                .map(|s| s.port.as_ref().and_then(|p| p.raw_fd()).unwrap_or(-1)),
+        );
+        let timeout = deadline.saturating_since(now);
+        if timeout > Duration::ZERO {
+            if let Err(e) = phy::poll::wait(&fds, Some(timeout)) {
+                return Err(DaemonError::Runtime(format!("ppoll: {e}")));
+            }
+        }
+    }
+
+    tracing::info!("signal received: shutting down");
+    if let Some(t) = trace.take() {
+        let lost = t.lost();
+        match t.finish() {
+            Ok(n) => tracing::info!(lines = n, lost, "trace flushed"),
+            Err(e) => tracing::warn!("trace: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn prepare_offloads(name: &str) -> Result<(), DaemonError> {
+    let off = phy::offload::get(name)
+        .map_err(|e| DaemonError::Runtime(format!("port {name}: reading offloads: {e}")))?;
+    if off.all_off() {
+        return Ok(());
+    }
+    let before = off.enabled();
+    phy::offload::disable_all(name).map_err(|e| {
+        DaemonError::Runtime(format!(
+            "port {name}: offloads {before:?} are on and could not be turned off ({e}); \
+             run: ethtool -K {name} tso off gso off gro off tx off rx off sg off"
+        ))
+    })?;
+    let after = phy::offload::get(name)
+        .map_err(|e| DaemonError::Runtime(format!("port {name}: reading offloads: {e}")))?;
+    if !after.all_off() {
+        return Err(DaemonError::Runtime(format!(
+            "port {name}: offloads {:?} stay on; refusing to start (run: ethtool -K {name} \
+             tso off gso off gro off tx off rx off sg off)",
+            after.enabled()
+        )));
+    }
+    tracing::info!(port = name, turned_off = ?before, "offloads turned off");
+    Ok(())
+}
+
+fn port_gone(bridge: &mut Bridge, slot: &mut PortSlot, i: usize, now: Instant, why: String) {
+    if slot.port.take().is_some() {
+        tracing::warn!(port = %slot.name, "port down: {why}");
+        bridge.set_port_up(now, PortId(i as u16), false);
+        slot.gone_reason = Some(why);
+        slot.next_retry = now + RETRY_INTERVAL;
+    }
+}
+
+fn retry_ports(bridge: &mut Bridge, slots: &mut [PortSlot], ring: &AfPacketConfig, now: Instant) {
+    for (i, slot) in slots.iter_mut().enumerate() {
+        if slot.port.is_some() || now < slot.next_retry {
+            continue;
+        }
+        slot.next_retry = now + RETRY_INTERVAL;
+        if !phy::iface::exists(&slot.name) {
+            continue;
+        }
+        if prepare_offloads(&slot.name).is_err() {
+            continue;
+        }
+        match AfPacketPort::open(&slot.name, ring) {
+            Ok(p) => {
+                tracing::info!(port = %slot.name, "port back up");
+                slot.port = Some(p);
+                slot.gone_reason = None;
+                bridge.set_port_up(now, PortId(i as u16), true);
+            }
+            Err(e) => tracing::debug!(port = %slot.name, "reopen: {e}"),
+        }
+    }
+}
+
+fn trace_queues(t: &mut TraceWriter, bridge: &Bridge, now: Instant, last: &mut Vec<u64>) {
+    let stats = bridge.stats();
+    last.resize(stats.queues.len(), 0);
+    let mut qs = Vec::new();
+    for (q, prev) in stats.queues.iter().zip(last.iter_mut()) {
+        // Idle queues that stay idle are left out; a queue that just emptied is written once.
+        if q.bytes != 0 || *prev != 0 {
+            qs.push(json!({
+                "port": q.port, "priority": q.priority, "kind": q.kind, "bytes": q.bytes,
+            }));
+        }
+        *prev = q.bytes;
+    }
+    if !qs.is_empty() {
+        t.record(json!({"type": "queues", "t": now.as_nanos(), "queues": qs}).to_string());
+    }
+}
+
+fn stats_json(bridge: &Bridge, slots: &[PortSlot]) -> Value {
+    let mut v = serde_json::to_value(bridge.stats()).unwrap_or(Value::Null);
+    if let Some(ports) = v["ports"].as_array_mut() {
+        for (p, slot) in ports.iter_mut().zip(slots) {
+            if let Some(reason) = &slot.gone_reason {
+                p["down_reason"] = json!(reason);
+            }
+        }
+    }
+    v
+}
+
+fn port_by_name(bridge: &Bridge, name: &str) -> Result<PortId, String> {
+    bridge
+        .port_id(name)
+        .ok_or_else(|| format!("no port named {name:?}"))
+}
+
+fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Result<Value, String> {
+    let now = phy::clock::now();
+    match cmd {
+        Command::Stats => Ok(stats_json(bridge, slots)),
+        Command::ShowPorts => {
+            let mut v = stats_json(bridge, slots);
+            Ok(v["ports"].take())
+        }
+        Command::ShowQueues => {
+            let mut v = stats_json(bridge, slots);
+            Ok(v["queues"].take())
+        }
+        Command::ShowFdb => serde_json::to_value(bridge.fdb_entries()).map_err(|e| e.to_string()),
+        Command::SetRate { port, rate } => {
+            let p = port_by_name(bridge, port)?;
+            bridge.set_port_rate(now, p, *rate);
+            Ok(json!({"port": port, "rate": rate}))
+        }
+        Command::SetDelay { port, delay } => {
+            let p = port_by_name(bridge, port)?;
+            bridge.set_port_delay(now, p, *delay);
+            Ok(json!({"port": port, "delay": delay}))
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Propagation delay line of one output port.
+//!
+//! A frame that starts transmission at `start` on a link with one-way propagation delay `d` is
+//! handed to the wire (the caller's `tx`) at `start + d`, so a topology gets a real round-trip
+//! time without `netem` (which this kernel lacks). A link does not reorder, so when the delay
+//! is lowered at run time a frame is never delivered before one that left earlier:
+//! `due = max(start + d, due of the previous frame)`.
+//!
+//! The frames "on the wire" are bounded in bytes (shaped ports hold at most `rate × d`, the
+//! bound `buffers.delay_line` matters for unshaped ports); a frame that does not fit is dropped
+//! and counted.
+
+use crate::pool::Frame;
+use cnm_proto::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// Frames in flight on one link.
+#[derive(Debug)]
+pub struct DelayLine {
+    delay: Duration,
+    q: VecDeque<(Instant, Frame)>,
+    bytes: u64,
+    limit: u64,
+    last_due: Instant,
+}
+
+impl DelayLine {
+    /// A line with delay `delay` holding at most `limit` octets.
+    pub fn new(delay: Duration, limit: u64) -> Self {
+        DelayLine {
+            delay,
+            q: VecDeque::new(),
+            bytes: 0,
+            limit,
+            last_due: Instant::ZERO,
+        }
+    }
+
+    /// The one-way delay.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// Changes the delay for frames starting from now on.
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.delay = delay;
+    }
+
+    /// True when no delay applies and nothing is in flight: frames may go straight out.
+    #[inline]
+    pub fn bypass(&self) -> bool {
+        self.delay == Duration::ZERO && self.q.is_empty()
+    }
+
+    /// Puts a frame that started at `start` on the line; gives it back if the line is full.
+    #[inline]
+    pub fn push(&mut self, start: Instant, f: Frame) -> Result<(), Frame> {
+        let len = f.len() as u64;
+        if self.bytes + len > self.limit {
+            return Err(f);
+        }
+        let due = (start + self.delay).max(self.last_due);
+        self.last_due = due;
+        self.bytes += len;
+        self.q.push_back((due, f));
+        Ok(())
+    }
+
+    /// When the first frame in flight arrives.
+    #[inline]
+    pub fn next_due(&self) -> Option<Instant> {
+        self.q.front().map(|(t, _)| *t)
+    }
+
+    /// The first frame if it has arrived by `now`.
+    #[inline]
+    pub fn front_due(&self, now: Instant) -> Option<&Frame> {
+        match self.q.front() {
+            Some((t, f)) if *t <= now => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Removes the first frame.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Frame> {
+        let (_, f) = self.q.pop_front()?;
+        self.bytes -= f.len() as u64;
+        Some(f)
+    }
+
+    /// Octets in flight.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Frames in flight.
+    pub fn frames(&self) -> usize {
+        self.q.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::FramePool;
+
+    #[test]
+    fn delays_and_never_reorders() {
+        let mut p = FramePool::new();
+        let mut d = DelayLine::new(Duration::from_micros(25), 3000);
+        let t0 = Instant::from_nanos(1000);
+        d.push(t0, p.frame(&[1; 1000], t0, 0).unwrap()).unwrap();
+        assert_eq!(d.next_due(), Some(t0 + Duration::from_micros(25)));
+        assert!(d.front_due(t0 + Duration::from_micros(24)).is_none());
+        d.set_delay(Duration::ZERO);
+        d.push(
+            t0 + Duration::from_micros(1),
+            p.frame(&[2; 1000], t0, 0).unwrap(),
+        )
+        .unwrap();
+        assert!(d.push(t0, p.frame(&[3; 1001], t0, 0).unwrap()).is_err());
+        let at = t0 + Duration::from_micros(25);
+        assert_eq!(d.front_due(at).unwrap().buf[0], 1);
+        d.pop();
+        assert_eq!(d.front_due(at).unwrap().buf[0], 2);
+        d.pop();
+        assert!(d.bypass());
+    }
+}

@@ -1,0 +1,108 @@
+//! `cp-switch`: a userspace L2 switch with VOQ input buffers, output queues, emulated line rate
+//! and delay, PAUSE/PFC, and (later) 802.1Qau congestion points.
+//!
+//! ```text
+//! cp-switch --port IF[,rate=R][,delay=D] ... [--default-rate R] [--lossless pause|pfc]
+//!           [--buffer BYTES] [--config FILE.toml] [--ctl PATH] [--trace FILE] [--metrics ADDR]
+//! cp-switch ctl --socket PATH <show ports | show fdb | show queues | stats |
+//!                              set rate PORT RATE | set delay PORT DUR> [--json]
+//! ```
+#![forbid(unsafe_code)]
+
+mod daemon;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use daemon::{cli::RunArgs, ctl, driver};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cp-switch",
+    version,
+    about = "Userspace L2 switch with VOQ input buffers, output queues, emulated line rate and PAUSE/PFC",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Talk to a running cp-switch through its control socket.
+    Ctl {
+        /// The daemon's --ctl path.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        /// show ports | show fdb | show queues | stats | set rate PORT RATE | set delay PORT DUR
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Some(Sub::Ctl {
+            socket,
+            mut json,
+            mut words,
+        }) => {
+            if let Some(i) = words.iter().position(|w| w == "--json") {
+                words.remove(i);
+                json = true;
+            }
+            match ctl::client(&socket, &words) {
+                Ok(v) => {
+                    if json {
+                        println!("{v}");
+                    } else if v.is_array() {
+                        print!("{}", ctl::print_table(&v));
+                    } else {
+                        println!("{v:#}");
+                    }
+                }
+                Err(e) => {
+                    eprintln!("cp-switch ctl: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+        None => {
+            tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                )
+                .init();
+            let args = match cli.run.resolve() {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("cp-switch: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let term = Arc::new(AtomicBool::new(false));
+            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
+                    eprintln!("cp-switch: cannot install signal handler: {e}");
+                    std::process::exit(1);
+                }
+            }
+            if let Err(e) = driver::run(args, term) {
+                eprintln!("cp-switch: {e}");
+                std::process::exit(e.exit_code());
+            }
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! Counters, snapshots and events (ARCHITECTURE.md rule 4: monotonically increasing counters
+//! read through a snapshot).
+//!
+//! [`BridgeStats`] is what `cp-switch ctl stats --json` prints: `ports` and `queues` arrays
+//! whose listed keys are stable; more keys may be added. [`Event`]s (drops, PAUSE on/off, rate
+//! and delay changes, link changes) are kept in a bounded log the daemon drains into its trace.
+
+use crate::fdb::FdbStats;
+use crate::PortId;
+use cnm_proto::{Duration, Instant, Rate};
+use serde::Serialize;
+
+/// Instants serialise as nanoseconds since the bridge's epoch.
+fn ser_instant<S: serde::Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(t.as_nanos())
+}
+
+/// Why a frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The input buffer of (ingress port, priority) had no room (drop-tail).
+    InputFull,
+    /// The output queue was full and `buffers.on_output_full` is `drop`.
+    OutputFull,
+    /// No port to send it to: a unicast destination learned on the ingress port itself
+    /// (802.1Q-2018 clause 8.6.1: never back out of the reception port) or no other port up.
+    NoRoute,
+    /// Shorter than an Ethernet header, truncated or malformed VLAN tag, or a MAC-control frame
+    /// that could not be parsed.
+    Malformed,
+    /// Longer than `max_frame`.
+    TooLong,
+    /// Received on, or queued for, a port that is down.
+    PortDown,
+    /// The propagation delay line of the egress port was full.
+    DelayLineFull,
+    /// A control frame (PAUSE/PFC) could not be queued: the port's control queue was full.
+    ControlFull,
+}
+
+/// Drops by reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DropCounters {
+    /// [`DropReason::InputFull`].
+    pub input_full: u64,
+    /// [`DropReason::OutputFull`].
+    pub output_full: u64,
+    /// [`DropReason::NoRoute`].
+    pub no_route: u64,
+    /// [`DropReason::Malformed`].
+    pub malformed: u64,
+    /// [`DropReason::TooLong`].
+    pub too_long: u64,
+    /// [`DropReason::PortDown`].
+    pub port_down: u64,
+    /// [`DropReason::DelayLineFull`].
+    pub delay_line_full: u64,
+    /// [`DropReason::ControlFull`].
+    pub control_full: u64,
+}
+
+impl DropCounters {
+    /// Counts one drop.
+    #[inline]
+    pub fn count(&mut self, r: DropReason) {
+        let c = match r {
+            DropReason::InputFull => &mut self.input_full,
+            DropReason::OutputFull => &mut self.output_full,
+            DropReason::NoRoute => &mut self.no_route,
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::TooLong => &mut self.too_long,
+            DropReason::PortDown => &mut self.port_down,
+            DropReason::DelayLineFull => &mut self.delay_line_full,
+            DropReason::ControlFull => &mut self.control_full,
+        };
+        *c += 1;
+    }
+    /// All drops.
+    pub fn total(&self) -> u64 {
+        self.input_full
+            + self.output_full
+            + self.no_route
+            + self.malformed
+            + self.too_long
+            + self.port_down
+            + self.delay_line_full
+            + self.control_full
+    }
+}
+
+/// Running counters of one queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounters {
+    /// Frames enqueued.
+    pub enq_frames: u64,
+    /// Octets enqueued.
+    pub enq_bytes: u64,
+    /// Frames dequeued (moved on or transmitted).
+    pub deq_frames: u64,
+    /// Frames dropped at or in this queue.
+    pub drops: u64,
+    /// Highest occupancy seen (octets).
+    pub peak_bytes: u64,
+}
+
+/// Per-port counters kept by the bridge.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames received (all, including dropped and MAC-control).
+    pub rx_frames: u64,
+    /// Octets received.
+    pub rx_bytes: u64,
+    /// Frames transmitted (data and control).
+    pub tx_frames: u64,
+    /// Octets transmitted.
+    pub tx_bytes: u64,
+    /// Frames received whose destination was flooded.
+    pub flooded: u64,
+    /// PAUSE/PFC frames sent.
+    pub pause_tx: u64,
+    /// PAUSE/PFC frames received.
+    pub pause_rx: u64,
+    /// MAC-control frames received that are neither PAUSE nor PFC (consumed, not forwarded).
+    pub mac_control_other: u64,
+    /// Drops attributed to this port.
+    pub drops: DropCounters,
+}
+
+/// Snapshot of one port (`stats --json` → `ports[]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PortStats {
+    /// Port name.
+    pub name: String,
+    /// Port index.
+    pub index: u16,
+    /// Link up.
+    pub up: bool,
+    /// Emulated rate (`null` = unshaped).
+    pub rate: Option<Rate>,
+    /// Propagation delay.
+    pub delay: Duration,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames transmitted.
+    pub tx_frames: u64,
+    /// Octets received.
+    pub rx_bytes: u64,
+    /// Octets transmitted.
+    pub tx_bytes: u64,
+    /// All drops attributed to the port.
+    pub drops: u64,
+    /// PAUSE/PFC frames sent.
+    pub pause_tx: u64,
+    /// PAUSE/PFC frames received.
+    pub pause_rx: u64,
+    /// Frames whose destination was flooded.
+    pub flooded: u64,
+    /// Drops by reason.
+    pub drop_reasons: DropCounters,
+    /// Priorities whose input buffer has XOFF asserted upstream (bit p = priority p).
+    pub pause_asserted: u8,
+    /// Priorities of this output stopped by a received PAUSE/PFC (bit p = priority p).
+    pub paused_by_peer: u8,
+    /// Octets in flight on the delay line.
+    pub in_flight_bytes: u64,
+}
+
+/// Input or output queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueKind {
+    /// Shared input buffer of (input port, priority), holding one VOQ per output.
+    Input,
+    /// Output queue of (output port, priority).
+    Output,
+}
+
+/// Snapshot of one queue (`stats --json` → `queues[]`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueStats {
+    /// Port name.
+    pub port: String,
+    /// Priority 0..=7.
+    pub priority: u8,
+    /// Input or output.
+    pub kind: QueueKind,
+    /// Occupancy now (octets).
+    pub bytes: u64,
+    /// Capacity (octets).
+    pub max_bytes: u64,
+    /// Frames queued now.
+    pub frames: u64,
+    /// Frames dropped.
+    pub drops: u64,
+    /// Frames enqueued.
+    pub enqueued: u64,
+    /// Octets enqueued.
+    pub enqueued_bytes: u64,
+    /// Frames dequeued.
+    pub dequeued: u64,
+    /// Highest occupancy seen (octets).
+    pub peak_bytes: u64,
+}
+
+/// A full snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BridgeStats {
+    /// When the snapshot was taken (the last `now` the bridge saw), in nanoseconds.
+    #[serde(serialize_with = "ser_instant")]
+    pub at: Instant,
+    /// One entry per port.
+    pub ports: Vec<PortStats>,
+    /// Input queues then output queues, by port then priority.
+    pub queues: Vec<QueueStats>,
+    /// Filtering database counters.
+    pub fdb: FdbStats,
+    /// Frame buffers allocated so far (stops growing in steady state).
+    pub buffers_allocated: u64,
+    /// Events lost because the event log was full.
+    pub events_lost: u64,
+}
+
+/// Something worth tracing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A frame was dropped.
+    Drop {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port the drop is attributed to.
+        port: PortId,
+        /// Priority, when known.
+        priority: Option<u8>,
+        /// Why.
+        reason: DropReason,
+    },
+    /// This bridge asserted (`on`) or released XOFF towards the peer of `port`.
+    PauseTx {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port the PAUSE/PFC left from.
+        port: PortId,
+        /// Priority for PFC; `None` for 802.3x PAUSE (whole link).
+        priority: Option<u8>,
+        /// XOFF (true) or XON (false).
+        on: bool,
+    },
+    /// A PAUSE/PFC frame was received on `port` (its transmitter stops or resumes).
+    PauseRx {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port.
+        port: PortId,
+        /// Priorities affected (bit p = priority p).
+        priorities: u8,
+        /// Largest pause time requested, in quanta (0 = resume).
+        quanta: u16,
+    },
+    /// Emulated rate changed.
+    RateChange {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port.
+        port: PortId,
+        /// New rate (`None` = unshaped).
+        rate: Option<Rate>,
+    },
+    /// Propagation delay changed.
+    DelayChange {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port.
+        port: PortId,
+        /// New delay.
+        delay: Duration,
+    },
+    /// Link went up or down.
+    Link {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port.
+        port: PortId,
+        /// New state.
+        up: bool,
+    },
+}

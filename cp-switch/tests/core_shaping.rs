@@ -1,0 +1,188 @@
+//! Line-rate emulation and propagation delay: accuracy, runtime changes.
+#![allow(clippy::unwrap_used)]
+
+mod core_support;
+
+use cnm_proto::{Duration, Instant, Rate};
+use core_support::*;
+use cp_switch::{BridgeConfig, Event, PortConfig, PortId};
+
+/// Bytes a frame of `len` octets costs on the line with the default shaper settings:
+/// padding to 60, FCS 4, preamble + SFD + IPG 20.
+fn wire(len: usize) -> u64 {
+    len.max(60) as u64 + 24
+}
+
+/// Keeps output p1 backlogged from input p0 and measures its rate over `window` by the
+/// departure times: bytes of all frames but the last / (last start − first start).
+fn measure(h: &mut Harness, window: Duration, len: usize) -> f64 {
+    let f = frame(mac(1), mac(0), None, len);
+    let start = h.now;
+    let first = h.sent.len();
+    let end = start + window;
+    loop {
+        while h.bridge.input_queue_bytes(PortId(0), 0) + h.bridge.output_queue_bytes(PortId(1), 0)
+            < 100_000
+        {
+            h.rx(0, &f);
+        }
+        let t = h.bridge.poll_timeout().unwrap();
+        if t > end {
+            break;
+        }
+        h.now = h.now.max(t);
+        h.poll();
+    }
+    let out: Vec<&Sent> = h.sent[first..]
+        .iter()
+        .filter(|s| s.port == PortId(1))
+        .collect();
+    assert!(out.len() >= 10, "{} frames", out.len());
+    let bytes: u64 = out[..out.len() - 1]
+        .iter()
+        .map(|s| wire(s.bytes.len()))
+        .sum();
+    let span = out.last().unwrap().at - out[0].at;
+    bytes as f64 * 8.0 / span.as_secs_f64()
+}
+
+fn shaped(rate: Rate) -> Harness {
+    let cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0"),
+        PortConfig::new("p1").with_rate(rate),
+    ]);
+    let mut h = Harness::new(cfg);
+    h.learn(1, 1);
+    h.run_until(h.now + Duration::from_millis(1));
+    h.clear();
+    h
+}
+
+#[test]
+fn shaper_is_accurate_to_1_percent_over_100_ms() {
+    for (rate, len) in [
+        (Rate::from_mbps(10), 200),
+        (Rate::from_mbps(100), 1000),
+        (Rate::from_gbps(1), 1500),
+        (Rate::from_gbps(10), 1500),
+        (Rate::from_gbps(1), 64),
+    ] {
+        let mut h = shaped(rate);
+        let got = measure(&mut h, Duration::from_millis(100), len);
+        let err = (got - rate.as_f64()).abs() / rate.as_f64();
+        assert!(
+            err < 0.01,
+            "{rate} with {len} B frames: measured {got:.0} bit/s"
+        );
+        assert_eq!(h.bridge.stats().ports[0].drops, 0);
+    }
+}
+
+#[test]
+fn late_polls_catch_up_without_losing_rate() {
+    // The daemon polls every 50 us (not at each departure): the long-run rate holds.
+    let rate = Rate::from_gbps(1);
+    let mut h = shaped(rate);
+    let f = frame(mac(1), mac(0), None, 1000);
+    let start = h.now;
+    for _ in 0..2000 {
+        while h.bridge.input_queue_bytes(PortId(0), 0) < 100_000 {
+            h.rx(0, &f);
+        }
+        h.advance(Duration::from_micros(50));
+        h.poll();
+    }
+    let bytes: u64 = h.data_out(1).iter().map(|s| wire(s.bytes.len())).sum();
+    let got = bytes as f64 * 8.0 / (h.now - start).as_secs_f64();
+    assert!((got / rate.as_f64() - 1.0).abs() < 0.01, "{got}");
+}
+
+#[test]
+fn propagation_delay() {
+    let cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0"),
+        PortConfig::new("p1").with_delay(Duration::from_micros(25)),
+        PortConfig::new("p2")
+            .with_rate(Rate::from_gbps(1))
+            .with_delay(Duration::from_micros(100)),
+    ]);
+    let mut h = Harness::new(cfg);
+    h.bridge
+        .handle_frame(h.now, PortId(1), &frame([0xff; 6], mac(1), None, 60));
+    h.bridge
+        .handle_frame(h.now, PortId(2), &frame([0xff; 6], mac(2), None, 60));
+    h.run_until(h.now + Duration::from_millis(1));
+    h.clear();
+    let t0 = h.now;
+    h.rx(0, &frame(mac(1), mac(0), None, 1000));
+    h.rx(0, &frame(mac(2), mac(0), None, 1476)); // 1500 wire octets = 12 us at 1 Gb/s
+    h.rx(0, &frame(mac(2), mac(0), None, 1476));
+    h.poll();
+    assert!(h.sent.is_empty());
+    // Next event: p2's second frame leaves the shaper 12 us after the first.
+    assert_eq!(
+        h.bridge.poll_timeout(),
+        Some(t0 + Duration::from_micros(12))
+    );
+    h.run_until(t0 + Duration::from_millis(1));
+    let p1 = h.data_out(1);
+    assert_eq!(p1.len(), 1);
+    assert_eq!(p1[0].at, t0 + Duration::from_micros(25));
+    let p2 = h.data_out(2);
+    assert_eq!(p2.len(), 2);
+    assert_eq!(p2[0].at, t0 + Duration::from_micros(100));
+    assert_eq!(p2[1].at, t0 + Duration::from_micros(112));
+    // Lowering the delay never reorders frames already in flight.
+    h.clear();
+    let t1 = h.now;
+    h.rx(0, &frame(mac(1), mac(0), None, 100));
+    h.poll(); // on the line, due in 25 us
+    h.bridge.set_port_delay(t1, PortId(1), Duration::ZERO);
+    h.rx(0, &frame(mac(1), mac(0), None, 200));
+    h.run_until(t1 + Duration::from_millis(1));
+    let p1 = h.data_out(1);
+    assert_eq!(p1.len(), 2);
+    assert_eq!(p1[0].bytes.len(), 100);
+    assert_eq!(p1[0].at, t1 + Duration::from_micros(25));
+    assert_eq!(p1[1].at, t1 + Duration::from_micros(25));
+    // With the delay gone and the line empty, frames leave at once.
+    h.clear();
+    h.rx(0, &frame(mac(1), mac(0), None, 100));
+    h.poll();
+    assert_eq!(h.data_out(1).len(), 1);
+    assert_eq!(h.data_out(1)[0].at, h.now);
+}
+
+#[test]
+fn runtime_rate_change_10_1_10() {
+    let mut h = shaped(Rate::from_mbps(100));
+    let fast = measure(&mut h, Duration::from_millis(20), 1000);
+    h.bridge
+        .set_port_rate(h.now, PortId(1), Some(Rate::from_mbps(10)));
+    let slow = measure(&mut h, Duration::from_millis(50), 1000);
+    h.bridge
+        .set_port_rate(h.now, PortId(1), Some(Rate::from_mbps(100)));
+    let fast2 = measure(&mut h, Duration::from_millis(20), 1000);
+    h.bridge.set_port_rate(h.now, PortId(1), None);
+    let before = h.data_out(1).len();
+    h.rx(0, &frame(mac(1), mac(0), None, 1000));
+    h.poll();
+    assert!(
+        h.data_out(1).len() > before + 50,
+        "unshaped: the backlog leaves at once"
+    );
+    for (got, want) in [(fast, 100e6), (slow, 10e6), (fast2, 100e6)] {
+        assert!((got / want - 1.0).abs() < 0.01, "{got} vs {want}");
+    }
+    let mut changes = Vec::new();
+    h.bridge.drain_events(&mut |e| {
+        if let Event::RateChange { rate, .. } = e {
+            changes.push(*rate);
+        }
+    });
+    assert_eq!(
+        changes,
+        vec![Some(Rate::from_mbps(10)), Some(Rate::from_mbps(100)), None]
+    );
+    let _ = Instant::ZERO;
+}
