@@ -55,9 +55,10 @@ const V2_HDRLEN: usize = V2_HDR_ALIGNED + size_of::<libc::sockaddr_ll>();
 const VLAN_HLEN: usize = 4;
 /// Offset of the EtherType/TPID in an Ethernet frame (two 6-octet addresses).
 const ADDRS_LEN: usize = 12;
-/// Headroom the kernel puts before `tp_mac` for `TPACKET_V2` without a vnet header:
-/// `netoff = TPACKET_ALIGN(hdrlen + 16) + reserve`, `tp_mac = netoff - 14`
-/// (`net/packet/af_packet.c`, `tpacket_rcv`). Used to size slots for an MTU.
+/// Where the kernel puts the network header of a received Ethernet frame in a `TPACKET_V2`
+/// slot without a vnet header: `netoff = TPACKET_ALIGN(TPACKET2_HDRLEN + 16) + reserve`
+/// = 84, so `tp_mac = netoff - 14` = 70 (`net/packet/af_packet.c`, `tpacket_rcv`). Used to
+/// size slots for an MTU; the real-network tests check the resulting limit to the octet.
 const RX_SLOT_OVERHEAD: usize = ((V2_HDRLEN + 16 + 15) & !15) + VLAN_HLEN;
 /// Empty receive calls between two `SO_ERROR` checks (see [`AfPacketPort::take_error`]).
 const ERROR_CHECK_INTERVAL: u32 = 64;
