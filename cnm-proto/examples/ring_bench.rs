@@ -1,6 +1,6 @@
 //! How fast do `AfPacketPort` rings move frames over a veth pair?
 //!
-//! `cargo run --release -p cnm-proto --example ring_bench [-- SECONDS]` (root). Builds a private
+//! `cargo run --release -p cnm-proto --example ring_bench [-- SECONDS [RX_SLOTS]]` (root). Builds a private
 //! network namespace with veth pairs and measures, for 64- and 1500-octet frames:
 //!
 //! * **blast**: one thread sends as fast as the TX ring allows on one end, another counts what
@@ -153,8 +153,19 @@ fn in_ns<T: Send + 'static>(
     })
 }
 
+/// The ring configuration of every port: the defaults, with the RX ring resized when the
+/// second command-line argument gives a slot count.
+fn base_config() -> AfPacketConfig {
+    let mut cfg = AfPacketConfig::default();
+    if let Some(slots) = std::env::args().nth(2).and_then(|s| s.parse::<u32>().ok()) {
+        let per_block = cfg.block_size / cfg.frame_size;
+        cfg.rx_blocks = slots.div_ceil(per_block).max(1);
+    }
+    cfg
+}
+
 fn open(ns: &str, name: &str) -> AfPacketPort {
-    open_with(ns, name, AfPacketConfig::default())
+    open_with(ns, name, base_config())
 }
 
 fn open_with(ns: &str, name: &str, cfg: AfPacketConfig) -> AfPacketPort {
@@ -206,7 +217,7 @@ fn thread_cpu_ns() -> u64 {
 fn run_one_thread(ns: &str, len: usize, secs: u64, qdisc_bypass: bool) {
     let cfg = AfPacketConfig {
         qdisc_bypass,
-        ..AfPacketConfig::default()
+        ..base_config()
     };
     let mut tx = open_with(ns, "ba", cfg);
     let mut rx = open(ns, "bb");
@@ -297,7 +308,14 @@ fn main() {
     ns.veth("ba", "bb");
     ns.veth("fa", "fb");
     ns.veth("fc", "fd");
-    println!("AfPacketPort TPACKET_V2 rings over veth, {secs} s per run, batches of 64");
+    let cfg = base_config();
+    println!(
+        "AfPacketPort TPACKET_V2 rings over veth, {secs} s per run, batches of 64, \
+         RX ring {} slots, TX ring {} slots of {} B",
+        cfg.rx_slots(),
+        cfg.tx_slots(),
+        cfg.frame_size
+    );
     for len in [64, 1500] {
         run_one_thread(&ns.0, len, secs, false);
     }
