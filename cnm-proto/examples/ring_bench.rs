@@ -1,6 +1,6 @@
 //! How fast do `AfPacketPort` rings move frames over a veth pair?
 //!
-//! `cargo run --release -p cnm-proto --example ring_bench [-- SECONDS]` (root). Builds a private
+//! `cargo run --release -p cnm-proto --example ring_bench [-- SECONDS [RX_SLOTS]]` (root). Builds a private
 //! network namespace with veth pairs and measures, for 64- and 1500-octet frames:
 //!
 //! * **blast**: one thread sends as fast as the TX ring allows on one end, another counts what
@@ -107,9 +107,17 @@ fn sink(port: &mut AfPacketPort, secs: u64, started: &AtomicBool) -> (u64, u64, 
     (frames, bytes, dt)
 }
 
-fn forward(rx: &mut AfPacketPort, tx: &mut AfPacketPort, stop: &AtomicBool) -> (u64, u64) {
+/// Forward until `stop`; returns (frames forwarded, frames refused by a full TX ring,
+/// forwarding rate per CPU-second of this thread over the measured window).
+fn forward(
+    rx: &mut AfPacketPort,
+    tx: &mut AfPacketPort,
+    stop: &AtomicBool,
+    started: &AtomicBool,
+) -> (u64, u64, f64) {
     let fd = rx.raw_fd().unwrap();
     let (mut fwd, mut dropped) = (0u64, 0u64);
+    let mut window: Option<(u64, u64)> = None;
     while !stop.load(Ordering::Relaxed) {
         let n = rx
             .recv_batch(64, &mut |f| {
@@ -121,11 +129,17 @@ fn forward(rx: &mut AfPacketPort, tx: &mut AfPacketPort, stop: &AtomicBool) -> (
             })
             .unwrap();
         tx.flush().unwrap();
+        if window.is_none() && started.load(Ordering::Relaxed) {
+            window = Some((fwd, thread_cpu_ns()));
+        }
         if n == 0 {
             phy::poll::wait(&[fd], Some(Duration::from_millis(10))).unwrap();
         }
     }
-    (fwd, dropped)
+    let per_cpu = window.map_or(0.0, |(f0, c0)| {
+        (fwd - f0) as f64 / ((thread_cpu_ns() - c0) as f64 / 1e9).max(1e-9)
+    });
+    (fwd, dropped, per_cpu)
 }
 
 fn in_ns<T: Send + 'static>(
@@ -139,8 +153,19 @@ fn in_ns<T: Send + 'static>(
     })
 }
 
+/// The ring configuration of every port: the defaults, with the RX ring resized when the
+/// second command-line argument gives a slot count.
+fn base_config() -> AfPacketConfig {
+    let mut cfg = AfPacketConfig::default();
+    if let Some(slots) = std::env::args().nth(2).and_then(|s| s.parse::<u32>().ok()) {
+        let per_block = cfg.block_size / cfg.frame_size;
+        cfg.rx_blocks = slots.div_ceil(per_block).max(1);
+    }
+    cfg
+}
+
 fn open(ns: &str, name: &str) -> AfPacketPort {
-    open_with(ns, name, AfPacketConfig::default())
+    open_with(ns, name, base_config())
 }
 
 fn open_with(ns: &str, name: &str, cfg: AfPacketConfig) -> AfPacketPort {
@@ -181,10 +206,18 @@ fn run_blast(ns: &str, len: usize, secs: u64) {
     let _ = started;
 }
 
+/// CPU time the calling thread has run, from `/proc/thread-self/schedstat` (nanoseconds).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 fn run_one_thread(ns: &str, len: usize, secs: u64, qdisc_bypass: bool) {
     let cfg = AfPacketConfig {
         qdisc_bypass,
-        ..AfPacketConfig::default()
+        ..base_config()
     };
     let mut tx = open_with(ns, "ba", cfg);
     let mut rx = open(ns, "bb");
@@ -197,6 +230,7 @@ fn run_one_thread(ns: &str, len: usize, secs: u64, qdisc_bypass: bool) {
         while rx.recv_batch(64, &mut |_| {}).unwrap() > 0 {}
     }
     let before = rx.stats().unwrap().rx_dropped;
+    let cpu0 = thread_cpu_ns();
     let t0 = phy::clock::now();
     let end = t0 + Duration::from_secs(secs);
     while phy::clock::now() < end {
@@ -216,11 +250,14 @@ fn run_one_thread(ns: &str, len: usize, secs: u64, qdisc_bypass: bool) {
         }
     }
     let dt = (phy::clock::now() - t0).as_secs_f64();
+    let cpu = (thread_cpu_ns() - cpu0) as f64 / 1e9;
     let drops = rx.stats().unwrap().rx_dropped - before;
     println!(
-        "1-thread{len:>5} B: rx {:>7.3} Mpps {:>6.2} Gbit/s | sent {sent}, rx ring drops {drops}{}",
+        "1-thread{len:>5} B: rx {:>7.3} Mpps {:>6.2} Gbit/s | {:>5.3} Mpps per CPU-second ({:.0}% of a core) | sent {sent}, rx ring drops {drops}{}",
         got as f64 / dt / 1e6,
         (got * len as u64) as f64 * 8.0 / dt / 1e9,
+        got as f64 / cpu.max(1e-9) / 1e6,
+        cpu / dt * 100.0,
         if qdisc_bypass { " (qdisc bypass)" } else { "" },
     );
 }
@@ -233,19 +270,21 @@ fn run_forward(ns: &str, len: usize, secs: u64) {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicBool::new(false));
     let (s1, s2, s3) = (Arc::clone(&stop), Arc::clone(&stop), Arc::clone(&started));
+    let s4 = Arc::clone(&started);
     let g = thread::spawn(move || blast(&mut gen, &frame(len), &s1));
     let fw = thread::spawn(move || {
-        let r = forward(&mut fin, &mut fout, &s2);
+        let r = forward(&mut fin, &mut fout, &s2, &s4);
         (r, fin.stats().unwrap(), fout.stats().unwrap())
     });
     let s = thread::spawn(move || sink(&mut snk, secs, &s3));
     let (frames, _bytes, dt) = s.join().unwrap();
     stop.store(true, Ordering::Relaxed);
     let _ = g.join().unwrap();
-    let ((fwd, full), ins, _outs) = fw.join().unwrap();
+    let ((fwd, full, per_cpu), ins, _outs) = fw.join().unwrap();
     println!(
-        "forward {len:>5} B: sink {:>7.3} Mpps | forwarder moved {fwd}, tx ring full {full}, rx ring drops {}",
+        "forward {len:>5} B: sink {:>7.3} Mpps | forwarder {:>5.3} Mpps per CPU-second | moved {fwd}, tx ring full {full}, rx ring drops {}",
         frames as f64 / dt / 1e6,
+        per_cpu / 1e6,
         ins.rx_dropped,
     );
 }
@@ -269,7 +308,14 @@ fn main() {
     ns.veth("ba", "bb");
     ns.veth("fa", "fb");
     ns.veth("fc", "fd");
-    println!("AfPacketPort TPACKET_V2 rings over veth, {secs} s per run, batches of 64");
+    let cfg = base_config();
+    println!(
+        "AfPacketPort TPACKET_V2 rings over veth, {secs} s per run, batches of 64, \
+         RX ring {} slots, TX ring {} slots of {} B",
+        cfg.rx_slots(),
+        cfg.tx_slots(),
+        cfg.frame_size
+    );
     for len in [64, 1500] {
         run_one_thread(&ns.0, len, secs, false);
     }
