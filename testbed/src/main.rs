@@ -6,11 +6,14 @@
 //! ```
 #![forbid(unsafe_code)]
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use cnm_proto::Duration;
 
+use testbed::bench::forwarding;
 use testbed::{netns, signals};
 
 #[derive(Debug, Parser)]
@@ -22,6 +25,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(Bench),
     /// Remove namespaces, interfaces and processes that crashed runs left behind.
     Down {
         /// Also remove objects of runs whose process is still alive.
@@ -30,6 +36,28 @@ enum Command {
         /// Only print what would be removed.
         #[arg(long)]
         dry_run: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Frames/s through a veth pair, the Linux bridge and cp-switch (h1 — DUT — h2).
+    Forwarding {
+        /// Measurement window per path and size (after the warm-up).
+        #[arg(long, default_value = "3s")]
+        duration: Duration,
+        /// Warm-up before each window (FDB learning, rings filling).
+        #[arg(long, default_value = "500ms")]
+        warmup: Duration,
+        /// Frame sizes in bytes (Ethernet header + payload, FCS excluded), 60-1514.
+        #[arg(long, value_delimiter = ',', default_value = "64,1500")]
+        sizes: Vec<usize>,
+        /// The cp-switch binary (default: next to this executable).
+        #[arg(long)]
+        cp_switch: Option<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -83,6 +111,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Bench(Bench::Forwarding {
+            duration,
+            warmup,
+            sizes,
+            cp_switch,
+            json,
+        }) => {
+            signals::install().context("installing signal handlers")?;
+            let cfg = forwarding::Config {
+                duration,
+                warmup,
+                sizes,
+                cp_switch: cp_switch.or_else(forwarding::default_cp_switch_path),
+            };
+            let report = forwarding::run(&cfg)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

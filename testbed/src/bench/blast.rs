@@ -1,0 +1,297 @@
+//! The benchmark's blaster and counter.
+//!
+//! Method, per measurement:
+//!
+//! 1. The **counter** thread enters the receiving host's namespace
+//!    (`cnm_proto::phy::netns::enter`), opens an [`AfPacketPort`] on its interface, and first
+//!    sends a few learning frames *backwards* (source = its own MAC, destination = the
+//!    blaster's), so that a learning switch knows where the receiver is and forwards the test
+//!    stream as known unicast. It then drains its receive ring, counting only data frames that
+//!    carry this measurement's random token ([`frame::data_seq`]), and publishes the count
+//!    after every batch; when the ring is empty it sleeps in `poll` (it must not steal a CPU
+//!    from the DUT on a 2-core machine).
+//! 2. The **blaster** thread enters the sending host's namespace, opens an [`AfPacketPort`]
+//!    with a large `TPACKET_V2` transmit ring, and loops: fill the ring with frames to the
+//!    receiver's unicast MAC (sequence numbers increasing) until `send` reports it full, then
+//!    `flush` (one `sendto` for the batch). It never waits for anything but ring space, so it
+//!    offers more than a DUT can carry; frames are counted as sent when flushed.
+//! 3. The **coordinator** (the calling thread) waits for both, lets the warm-up pass (and, if
+//!    nothing has arrived yet, up to [`FIRST_FRAME_TIMEOUT`] more for a slow DUT), then reads
+//!    (clock, sent, received) at the window's start and end. Rates are differences over the
+//!    measured interval; nothing outside the window counts.
+//!
+//! The counter's ring drops (`PACKET_STATISTICS`) are reported: frames that reached the
+//! receiving host but that the counter could not take are *not* counted as received, and a
+//! large number there means the counter, not the DUT, was the limit.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
+use cnm_proto::Duration;
+
+use super::frame::{self, Kind};
+use super::report::Measurement;
+use super::BenchError;
+use crate::netns::Namespace;
+use crate::signals;
+
+/// How long, after the warm-up, the coordinator waits for the first frame before giving up.
+pub const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Learning frames the counter sends before the run.
+const LEARN_FRAMES: u64 = 3;
+
+/// Frames the counter takes from its ring per call.
+const RX_BATCH: usize = 64;
+
+/// One end of a measured path: a host namespace, its interface and MAC.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The host's namespace.
+    pub ns: Namespace,
+    /// The interface the blaster or counter uses.
+    pub ifname: String,
+    /// That interface's MAC.
+    pub mac: [u8; 6],
+}
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spec {
+    /// Frame size (octets on the socket, FCS excluded).
+    pub size: usize,
+    /// Warm-up before the window.
+    pub warmup: Duration,
+    /// The window.
+    pub window: Duration,
+}
+
+/// Counters shared by the three threads.
+#[derive(Debug, Default)]
+struct Shared {
+    stop: AtomicBool,
+    sent: AtomicU64,
+    received: AtomicU64,
+}
+
+/// Measures received frames/s from `tx` to `rx` (see the module documentation).
+pub fn measure(tx: &Endpoint, rx: &Endpoint, spec: &Spec) -> Result<Measurement, BenchError> {
+    let token = token();
+    let shared = Shared::default();
+    // Blaster, counter and coordinator meet once both ports are open and the counter has sent
+    // its learning frames.
+    let ready = Barrier::new(3);
+    std::thread::scope(|s| {
+        let counter = std::thread::Builder::new()
+            .name("bench-counter".into())
+            .spawn_scoped(s, || counter(rx, tx.mac, token, &shared, &ready))
+            .map_err(|source| BenchError::Io {
+                role: "counter",
+                source,
+            })?;
+        let blaster = std::thread::Builder::new()
+            .name("bench-blaster".into())
+            .spawn_scoped(s, || blaster(tx, rx.mac, token, spec.size, &shared, &ready))
+            .map_err(|source| BenchError::Io {
+                role: "blaster",
+                source,
+            });
+        let blaster = match blaster {
+            Ok(b) => b,
+            Err(e) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        let window = coordinate(spec, &shared, &ready, &counter, &blaster);
+        shared.stop.store(true, Ordering::Relaxed);
+        let counter_result = counter.join().map_err(|_| BenchError::Panicked("counter"));
+        let blaster_result = blaster.join().map_err(|_| BenchError::Panicked("blaster"));
+        let ring_drops = counter_result??;
+        blaster_result??;
+        let (secs, sent, received) = window?;
+        let mut m = Measurement::from_counts(spec.size, secs, sent, received);
+        m.counter_ring_drops = ring_drops;
+        Ok(m)
+    })
+}
+
+/// The coordinator's part: returns (window seconds, frames sent, frames received).
+fn coordinate<A, B>(
+    spec: &Spec,
+    shared: &Shared,
+    ready: &Barrier,
+    counter: &std::thread::ScopedJoinHandle<'_, A>,
+    blaster: &std::thread::ScopedJoinHandle<'_, B>,
+) -> Result<(f64, u64, u64), BenchError> {
+    // A worker that fails before the barrier would leave us waiting forever: it sets `stop`
+    // and still passes the barrier (see `counter`/`blaster`).
+    ready.wait();
+    let failed =
+        || shared.stop.load(Ordering::Relaxed) || counter.is_finished() || blaster.is_finished();
+    if failed() {
+        return Ok((0.0, 0, 0));
+    }
+    if signals::sleep_or_interrupted(spec.warmup.to_std()) {
+        return Err(signals::Interrupted.into());
+    }
+    let give_up = phy::clock::now() + FIRST_FRAME_TIMEOUT;
+    while shared.received.load(Ordering::Relaxed) == 0 {
+        if failed() {
+            return Ok((0.0, 0, 0));
+        }
+        if phy::clock::now() > give_up {
+            return Err(BenchError::NothingReceived(
+                spec.warmup + FIRST_FRAME_TIMEOUT,
+            ));
+        }
+        if signals::sleep_or_interrupted(std::time::Duration::from_millis(10)) {
+            return Err(signals::Interrupted.into());
+        }
+    }
+    let t0 = phy::clock::now();
+    let (s0, r0) = (
+        shared.sent.load(Ordering::Relaxed),
+        shared.received.load(Ordering::Relaxed),
+    );
+    if signals::sleep_or_interrupted(spec.window.to_std()) {
+        return Err(signals::Interrupted.into());
+    }
+    let t1 = phy::clock::now();
+    let (s1, r1) = (
+        shared.sent.load(Ordering::Relaxed),
+        shared.received.load(Ordering::Relaxed),
+    );
+    Ok((
+        t1.saturating_since(t0).as_secs_f64(),
+        s1.saturating_sub(s0),
+        r1.saturating_sub(r0),
+    ))
+}
+
+/// A token that differs between measurements of one run and between runs.
+fn token() -> u32 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let t = phy::clock::now().as_nanos();
+    let x = t ^ (u64::from(std::process::id()) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // Fold to 32 bits; the low half of the multiply-xor mix is well spread.
+    (x ^ (x >> 32)) as u32
+}
+
+fn open_in(
+    ep: &Endpoint,
+    role: &'static str,
+    cfg: &AfPacketConfig,
+) -> Result<AfPacketPort, BenchError> {
+    if let Some(name) = ep.ns.name() {
+        phy::netns::enter(name).map_err(|source| BenchError::Io { role, source })?;
+    }
+    AfPacketPort::open(&ep.ifname, cfg).map_err(|source| BenchError::Port { role, source })
+}
+
+/// The counter thread. Returns the receive ring's kernel drops.
+fn counter(
+    rx: &Endpoint,
+    blaster_mac: [u8; 6],
+    token: u32,
+    shared: &Shared,
+    ready: &Barrier,
+) -> Result<u64, BenchError> {
+    let role = "counter";
+    // A deep receive ring (4096 slots of 2 KiB) absorbs scheduling hiccups of this thread.
+    let cfg = AfPacketConfig {
+        rx_blocks: 256,
+        tx_blocks: 1,
+        ..AfPacketConfig::default()
+    };
+    let setup = || -> Result<AfPacketPort, BenchError> {
+        let mut port = open_in(rx, role, &cfg)?;
+        let mut learn = [0u8; frame::MIN_SIZE];
+        for seq in 0..LEARN_FRAMES {
+            frame::build(&mut learn, blaster_mac, rx.mac, token, Kind::Learn, seq);
+            port.send(&learn)
+                .map_err(|source| BenchError::Port { role, source })?;
+        }
+        port.flush()
+            .map_err(|source| BenchError::Port { role, source })?;
+        Ok(port)
+    };
+    let port = setup();
+    if port.is_err() {
+        shared.stop.store(true, Ordering::Relaxed);
+    }
+    ready.wait();
+    let mut port = port?;
+    let fds: Vec<_> = port.raw_fd().into_iter().collect();
+    let mut count = 0u64;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let n = port
+            .recv_batch(RX_BATCH, &mut |f| {
+                if frame::data_seq(f, token).is_some() {
+                    count += 1;
+                }
+            })
+            .map_err(|source| BenchError::Port { role, source })?;
+        shared.received.store(count, Ordering::Relaxed);
+        if n == 0 {
+            phy::poll::wait(&fds, Some(Duration::from_millis(5)))
+                .map_err(|source| BenchError::Io { role, source })?;
+        }
+    }
+    let stats = port
+        .stats()
+        .map_err(|source| BenchError::Port { role, source })?;
+    Ok(stats.rx_dropped)
+}
+
+/// The blaster thread.
+fn blaster(
+    tx: &Endpoint,
+    counter_mac: [u8; 6],
+    token: u32,
+    size: usize,
+    shared: &Shared,
+    ready: &Barrier,
+) -> Result<(), BenchError> {
+    let role = "blaster";
+    // A large transmit ring (2048 slots of 2 KiB) so one flush hands the kernel a long batch;
+    // a minimal receive ring, since nothing is expected back. Not promiscuous: only the
+    // counter's learning frames are addressed here.
+    let cfg = AfPacketConfig {
+        rx_blocks: 1,
+        tx_blocks: 128,
+        promiscuous: false,
+        ..AfPacketConfig::default()
+    };
+    let port = open_in(tx, role, &cfg);
+    if port.is_err() {
+        shared.stop.store(true, Ordering::Relaxed);
+    }
+    ready.wait();
+    let mut port = port?;
+    let mut buf = vec![0u8; size];
+    frame::build(&mut buf, counter_mac, tx.mac, token, Kind::Data, 0);
+    let mut seq = 0u64;
+    let mut sink = |_: &[u8]| {};
+    while !shared.stop.load(Ordering::Relaxed) {
+        loop {
+            frame::set_seq(&mut buf, seq);
+            if !port
+                .send(&buf)
+                .map_err(|source| BenchError::Port { role, source })?
+            {
+                break;
+            }
+            seq += 1;
+        }
+        port.flush()
+            .map_err(|source| BenchError::Port { role, source })?;
+        shared.sent.store(seq, Ordering::Relaxed);
+        // Keep the (tiny) receive ring from holding stale frames.
+        port.recv_batch(RX_BATCH, &mut sink)
+            .map_err(|source| BenchError::Port { role, source })?;
+    }
+    Ok(())
+}
