@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            if e.downcast_ref::<signals::Interrupted>().is_some() {
+            if signals::requested() {
                 eprintln!("testbed: {e}");
                 return ExitCode::from(signals::INTERRUPTED_EXIT as u8);
             }

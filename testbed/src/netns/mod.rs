@@ -276,8 +276,8 @@ impl Namespace {
     }
 
     /// A [`Command`] that runs `program` inside this namespace (`ip netns exec NAME program`).
-    /// Add arguments and stdio as usual; pass it to [`Child::spawn`] for a guarded daemon, or
-    /// run it to completion yourself.
+    /// Add arguments and stdio as usual; pass it to [`spawn_command`](Self::spawn_command) for
+    /// a guarded daemon, or run it to completion yourself.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Result<Command, NetnsError> {
         Ok(match self.live_name()? {
             Some(name) => {
@@ -313,7 +313,41 @@ impl Namespace {
         let (program, rest) = split_args(args)?;
         let mut c = self.command(program)?;
         c.args(rest);
-        Child::spawn(c)
+        self.spawn_command(c)
+    }
+
+    /// Spawns a command made by [`command`](Self::command) as a guarded [`Child`] and returns
+    /// once the process is inside the namespace (or has exited), so that a teardown right
+    /// after cannot miss it.
+    pub fn spawn_command(&self, cmd: Command) -> Result<Child, NetnsError> {
+        let mut child = Child::spawn(cmd)?;
+        if let Some(name) = self.live_name()? {
+            let path = std::path::Path::new(cnm_proto::phy::netns::NETNS_RUN_DIR).join(name);
+            let ns_inode = std::fs::metadata(&path)
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .map_err(|source| NetnsError::State {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+            let want = format!("net:[{ns_inode}]");
+            let link = format!("/proc/{}/ns/net", child.id());
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let entered =
+                    std::fs::read_link(&link).is_ok_and(|l| l.as_os_str() == want.as_str());
+                if entered || child.try_wait()?.is_some() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    return Err(NetnsError::Leftover(format!(
+                        "{} did not enter namespace {name} within 5 s",
+                        child.label()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(child)
     }
 
     /// Like [`spawn`](Self::spawn) with stdout and stderr appended to `log`.
@@ -336,7 +370,7 @@ impl Namespace {
                 })
         };
         c.stdout(open()?).stderr(open()?);
-        Child::spawn(c)
+        self.spawn_command(c)
     }
 
     /// Runs `ip ARGS` in the namespace (`ip -n NAME ARGS`). Returns stdout.
