@@ -1,7 +1,7 @@
 //! `testbed`: experiments for the QCN dataplane.
 //!
 //! ```text
-//! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--json] [--cp-switch PATH]
+//! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
 //! testbed down [--all] [--dry-run] [--json]
 //! ```
 #![forbid(unsafe_code)]
@@ -58,6 +58,9 @@ enum Bench {
         /// The cp-switch binary (default: next to this executable).
         #[arg(long)]
         cp_switch: Option<PathBuf>,
+        /// Repeat the whole sequence of paths this many times; each cell reports its median.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -117,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             warmup,
             sizes,
             cp_switch,
+            rounds,
             json,
         }) => {
             signals::install().context("installing signal handlers")?;
@@ -125,6 +129,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 warmup,
                 sizes,
                 cp_switch: cp_switch.or_else(forwarding::default_cp_switch_path),
+                rounds,
             };
             let report = forwarding::run(&cfg)?;
             if json {

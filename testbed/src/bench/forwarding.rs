@@ -37,6 +37,10 @@ pub struct Config {
     pub sizes: Vec<usize>,
     /// The cp-switch binary; `None` or a missing file gives a "not built" row.
     pub cp_switch: Option<PathBuf>,
+    /// How many times the whole sequence (veth, bridge, cp-switch) is repeated; each cell
+    /// reports the round with the median received frames/s. Interleaving the paths makes
+    /// their ratios robust against load that comes and goes on a shared machine.
+    pub rounds: usize,
 }
 
 impl Default for Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             warmup: Duration::from_millis(500),
             sizes: vec![64, 1500],
             cp_switch: default_cp_switch_path(),
+            rounds: 1,
         }
     }
 }
@@ -132,37 +137,40 @@ pub fn run(cfg: &Config) -> Result<Report, BenchError> {
         }
     }
     let topo = Topology::build()?;
-    let mut rows = Vec::new();
+    let mut raw = Vec::new();
     let mut notes = Vec::new();
+    for _round in 0..cfg.rounds.max(1) {
+        // (a) veth pair.
+        measure_all(cfg, PathKind::Veth, &topo.direct, &mut raw)?;
 
-    // (a) veth pair.
-    measure_all(cfg, PathKind::Veth, &topo.direct, &mut rows)?;
+        // (b) Linux bridge.
+        topo.dut.add_bridge("br0", &["p1", "p2"])?;
+        topo.dut.offloads_off("br0")?;
+        measure_all(cfg, PathKind::Bridge, &topo.via_dut, &mut raw)?;
+        topo.dut.del_link("br0")?;
 
-    // (b) Linux bridge.
-    topo.dut.add_bridge("br0", &["p1", "p2"])?;
-    topo.dut.offloads_off("br0")?;
-    measure_all(cfg, PathKind::Bridge, &topo.via_dut, &mut rows)?;
-    topo.dut.del_link("br0")?;
-
-    // (c) cp-switch, unshaped.
-    match cfg.cp_switch.as_deref().filter(|p| p.is_file()) {
-        None => {
-            let looked_for = cfg
-                .cp_switch
-                .as_deref()
-                .map_or_else(|| "no path".to_owned(), |p| p.display().to_string());
-            for &size in &cfg.sizes {
-                rows.push(Row {
-                    path: PathKind::CpSwitch,
-                    size,
-                    outcome: Outcome::NotBuilt {
-                        looked_for: looked_for.clone(),
-                    },
-                });
+        // (c) cp-switch, unshaped.
+        match cfg.cp_switch.as_deref().filter(|p| p.is_file()) {
+            None => {
+                let looked_for = cfg
+                    .cp_switch
+                    .as_deref()
+                    .map_or_else(|| "no path".to_owned(), |p| p.display().to_string());
+                for &size in &cfg.sizes {
+                    raw.push(Row::new(
+                        PathKind::CpSwitch,
+                        size,
+                        Outcome::NotBuilt {
+                            looked_for: looked_for.clone(),
+                        },
+                    ));
+                }
             }
+            Some(bin) => run_cp_switch(cfg, &topo, bin, &mut raw, &mut notes)?,
         }
-        Some(bin) => run_cp_switch(cfg, &topo, bin, &mut rows, &mut notes)?,
     }
+    notes.dedup();
+    let rows = aggregate(raw);
 
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     notes.push(format!(
@@ -177,6 +185,7 @@ pub fn run(cfg: &Config) -> Result<Report, BenchError> {
     let mut report = Report {
         duration_s: cfg.duration.as_secs_f64(),
         warmup_s: cfg.warmup.as_secs_f64(),
+        rounds: cfg.rounds.max(1),
         cpus,
         rows,
         ratios: Vec::new(),
@@ -197,13 +206,13 @@ fn run_cp_switch(
     let log = std::env::temp_dir().join(format!("{}-cp-switch.log", topo.lab.prefix()));
     let fail = |rows: &mut Vec<Row>, error: String| {
         for &size in &cfg.sizes {
-            rows.push(Row {
-                path: PathKind::CpSwitch,
+            rows.push(Row::new(
+                PathKind::CpSwitch,
                 size,
-                outcome: Outcome::Failed {
+                Outcome::Failed {
                     error: error.clone(),
                 },
-            });
+            ));
         }
     };
     let args = [
@@ -241,15 +250,45 @@ fn run_cp_switch(
                 error: e.to_string(),
             },
         };
-        rows.push(Row {
-            path: PathKind::CpSwitch,
-            size,
-            outcome,
-        });
+        rows.push(Row::new(PathKind::CpSwitch, size, outcome));
     }
     let _ = child.stop(std::time::Duration::from_secs(2));
     notes.push(format!("cp-switch log: {}", log.display()));
     Ok(())
+}
+
+/// Merges the rounds: one row per (path, size) in first-seen order, holding the measured
+/// round with the median received frames/s (the upper median for an even count) and every
+/// round's figure; a cell never measured keeps its last outcome.
+fn aggregate(raw: Vec<Row>) -> Vec<Row> {
+    let mut keys: Vec<(PathKind, usize)> = Vec::new();
+    for r in &raw {
+        if !keys.contains(&(r.path, r.size)) {
+            keys.push((r.path, r.size));
+        }
+    }
+    keys.into_iter()
+        .filter_map(|(path, size)| {
+            let cells: Vec<&Row> = raw
+                .iter()
+                .filter(|r| r.path == path && r.size == size)
+                .collect();
+            let mut measured: Vec<_> = cells
+                .iter()
+                .filter_map(|r| match r.outcome {
+                    Outcome::Measured(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            measured.sort_by(|a, b| a.rx_fps.total_cmp(&b.rx_fps));
+            let mut row = match measured.get(measured.len() / 2) {
+                Some(m) => Row::new(path, size, Outcome::Measured(*m)),
+                None => (*cells.last()?).clone(),
+            };
+            row.rounds_rx_fps = measured.iter().map(|m| m.rx_fps).collect();
+            Some(row)
+        })
+        .collect()
 }
 
 fn log_tail(log: &Path) -> String {
@@ -266,11 +305,7 @@ fn measure_all(
 ) -> Result<(), BenchError> {
     for &size in &cfg.sizes {
         let outcome = cell(cfg, ends, size)?;
-        rows.push(Row {
-            path,
-            size,
-            outcome,
-        });
+        rows.push(Row::new(path, size, outcome));
     }
     Ok(())
 }
@@ -291,5 +326,56 @@ fn cell(cfg: &Config, ends: &(Endpoint, Endpoint), size: usize) -> Result<Outcom
         Err(e) => Ok(Outcome::Failed {
             error: e.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::Measurement;
+
+    fn measured(path: PathKind, size: usize, rx: u64) -> Row {
+        Row::new(
+            path,
+            size,
+            Outcome::Measured(Measurement::from_counts(size, 1.0, rx, rx)),
+        )
+    }
+
+    #[test]
+    fn aggregate_takes_median_round() {
+        let failed = Row::new(
+            PathKind::CpSwitch,
+            64,
+            Outcome::Failed {
+                error: "gone".into(),
+            },
+        );
+        let raw = vec![
+            measured(PathKind::Veth, 64, 30),
+            failed.clone(),
+            measured(PathKind::Veth, 64, 10),
+            measured(PathKind::Bridge, 64, 5),
+            measured(PathKind::Veth, 64, 20),
+            failed.clone(),
+        ];
+        let rows = aggregate(raw);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].path, PathKind::Veth);
+        assert_eq!(rows[0].rounds_rx_fps, vec![10.0, 20.0, 30.0]);
+        match rows[0].outcome {
+            Outcome::Measured(m) => assert_eq!(m.rx_frames, 20),
+            ref o => panic!("{o:?}"),
+        }
+        assert_eq!(rows[1], failed);
+        assert_eq!(rows[2].rounds_rx_fps, vec![5.0]);
+    }
+
+    #[test]
+    fn cp_switch_is_looked_for_next_to_the_executable() {
+        let p = default_cp_switch_path().unwrap();
+        assert_eq!(p.file_name().unwrap(), "cp-switch");
+        // Test binaries live in target/<profile>/deps; the daemon one level up.
+        assert_ne!(p.parent().unwrap().file_name().unwrap(), "deps");
     }
 }

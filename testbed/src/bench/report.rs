@@ -99,9 +99,27 @@ pub struct Row {
     pub path: PathKind,
     /// Frame size (octets on the socket, FCS excluded).
     pub size: usize,
-    /// The result.
+    /// The result (for several rounds: the round with the median received frames/s).
     #[serde(flatten)]
     pub outcome: Outcome,
+    /// Received frames/s of every measured round, ascending (empty if none was measured).
+    pub rounds_rx_fps: Vec<f64>,
+}
+
+impl Row {
+    /// A row of one round.
+    pub fn new(path: PathKind, size: usize, outcome: Outcome) -> Row {
+        let rounds_rx_fps = match outcome {
+            Outcome::Measured(m) => vec![m.rx_fps],
+            _ => Vec::new(),
+        };
+        Row {
+            path,
+            size,
+            outcome,
+            rounds_rx_fps,
+        }
+    }
 }
 
 /// Ratios of received frames/s at one size.
@@ -122,6 +140,8 @@ pub struct Report {
     pub duration_s: f64,
     /// Warm-up before each window, seconds.
     pub warmup_s: f64,
+    /// Rounds of the whole sequence.
+    pub rounds: usize,
     /// CPUs the machine has.
     pub cpus: usize,
     /// The cells, in measurement order.
@@ -172,25 +192,37 @@ impl Report {
         // Writing to a String cannot fail.
         let _ = writeln!(
             s,
-            "forwarding benchmark: {}s window after {}s warm-up per cell, {} CPUs",
-            self.duration_s, self.warmup_s, self.cpus
+            "forwarding benchmark: {}s window after {}s warm-up per cell, {} round(s), {} CPUs",
+            self.duration_s, self.warmup_s, self.rounds, self.cpus
         );
         let _ = writeln!(
             s,
-            "{:<10} {:>6} {:>12} {:>9} {:>12} {:>8}",
-            "path", "size", "rx Mpps", "rx Gb/s", "sent Mpps", "loss"
+            "{:<10} {:>5} {:>9} {:>8} {:>10} {:>6} {:>9}  rounds (rx Mpps)",
+            "path", "size", "rx Mpps", "rx Gb/s", "sent Mpps", "loss", "ctr drop",
         );
         for r in &self.rows {
-            let head = format!("{:<10} {:>6}", r.path.label(), r.size);
+            let head = format!("{:<10} {:>5}", r.path.label(), r.size);
             let _ = match &r.outcome {
-                Outcome::Measured(m) => writeln!(
-                    s,
-                    "{head} {:>12.3} {:>9.3} {:>12.3} {:>7.1}%",
-                    m.rx_fps / 1e6,
-                    m.rx_gbps,
-                    m.sent_fps / 1e6,
-                    m.loss * 100.0
-                ),
+                Outcome::Measured(m) => {
+                    let spread = if r.rounds_rx_fps.len() > 1 {
+                        r.rounds_rx_fps
+                            .iter()
+                            .map(|f| format!("{:.3}", f / 1e6))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    } else {
+                        String::new()
+                    };
+                    writeln!(
+                        s,
+                        "{head} {:>9.3} {:>8.3} {:>10.3} {:>5.1}% {:>9}  {spread}",
+                        m.rx_fps / 1e6,
+                        m.rx_gbps,
+                        m.sent_fps / 1e6,
+                        m.loss * 100.0,
+                        m.counter_ring_drops,
+                    )
+                }
                 Outcome::NotBuilt { looked_for } => {
                     writeln!(s, "{head} cp-switch: not built ({looked_for})")
                 }
@@ -220,11 +252,11 @@ mod tests {
     use super::*;
 
     fn row(path: PathKind, size: usize, rx: u64) -> Row {
-        Row {
+        Row::new(
             path,
             size,
-            outcome: Outcome::Measured(Measurement::from_counts(size, 2.0, 2 * rx, rx)),
-        }
+            Outcome::Measured(Measurement::from_counts(size, 2.0, 2 * rx, rx)),
+        )
     }
 
     #[test]
@@ -243,24 +275,25 @@ mod tests {
         let mut rep = Report {
             duration_s: 2.0,
             warmup_s: 0.5,
+            rounds: 1,
             cpus: 2,
             rows: vec![
                 row(PathKind::Veth, 64, 2_000_000),
                 row(PathKind::Bridge, 64, 1_000_000),
                 row(PathKind::CpSwitch, 64, 1_200_000),
                 row(PathKind::Veth, 1500, 1_000_000),
-                Row {
-                    path: PathKind::Bridge,
-                    size: 1500,
-                    outcome: Outcome::Failed { error: "x".into() },
-                },
-                Row {
-                    path: PathKind::CpSwitch,
-                    size: 1500,
-                    outcome: Outcome::NotBuilt {
+                Row::new(
+                    PathKind::Bridge,
+                    1500,
+                    Outcome::Failed { error: "x".into() },
+                ),
+                Row::new(
+                    PathKind::CpSwitch,
+                    1500,
+                    Outcome::NotBuilt {
                         looked_for: "/nowhere/cp-switch".into(),
                     },
-                },
+                ),
             ],
             ratios: vec![],
             notes: vec!["shared CPUs".into()],
