@@ -527,33 +527,20 @@ impl Namespace {
         peer: &Namespace,
         peer_ifname: &str,
     ) -> Result<Veth, NetnsError> {
-        let mut args = vec![
-            "link", "add", "name", ifname, "type", "veth", "peer", "name",
-        ];
-        args.push(peer_ifname);
-        let peer_name = peer.live_name()?;
-        if let Some(p) = peer_name {
-            args.extend(["netns", p]);
-        }
-        if peer.is_root() && !self.is_root() {
-            // Create from the initial namespace so that the root-side name is checked there.
-            let mine = self.live_name()?.unwrap_or_default();
-            Namespace::root().ip(&[
-                "link",
-                "add",
-                "name",
-                peer_ifname,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                ifname,
-                "netns",
-                mine,
-            ])?;
+        // `ip` creates the first name in the namespace it runs in and the peer in `netns X`.
+        // It cannot name the initial namespace as a target, so a pair with one end there is
+        // created from the initial namespace (which also checks the root-side name there).
+        let (runner, first, second, target) = if peer.is_root() && !self.is_root() {
+            (peer, peer_ifname, ifname, self)
         } else {
-            self.ip(&args)?;
+            (self, ifname, peer_ifname, peer)
+        };
+        let mut args = vec!["link", "add", "name", first, "type", "veth", "peer", "name"];
+        args.push(second);
+        if let Some(t) = target.live_name()? {
+            args.extend(["netns", t]);
         }
+        runner.ip(&args)?;
         Ok(Veth {
             a: (self.clone(), ifname.to_owned()),
             b: (peer.clone(), peer_ifname.to_owned()),
