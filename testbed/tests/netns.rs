@@ -146,6 +146,17 @@ fn exec_reports_failures() {
     let links = ns.ip(&["-o", "link", "show"]).unwrap();
     assert_eq!(links.lines().count(), 1, "{links}");
     assert!(ns.set_up("nope0").is_err());
+
+    // sysctls are per namespace.
+    let root_before = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").ok();
+    ns.disable_ipv6().unwrap();
+    let inside = ns
+        .exec(&["cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6"])
+        .unwrap();
+    assert_eq!(inside.trim(), "1");
+    let root_after = std::fs::read_to_string("/proc/sys/net/ipv6/conf/all/disable_ipv6").ok();
+    assert_eq!(root_before, root_after);
+    assert!(ns.sysctl("../../etc/x", "1").is_err());
 }
 
 #[test]

@@ -55,10 +55,9 @@ pub(crate) fn kill(pid: u32, signal: &str, group: bool) {
     } else {
         pid.to_string()
     };
-    let mut c = Command::new("kill");
-    c.arg(format!("-{signal}"))
-        .arg("--")
-        .arg(target)
+    // The shell's built-in `kill` (POSIX), so that no procps package is needed.
+    let mut c = Command::new("sh");
+    c.args(["-c", "kill -s \"$1\" -- \"$2\"", "sh", signal, &target])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let _ = output(&mut c);

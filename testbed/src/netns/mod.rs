@@ -444,8 +444,29 @@ impl Namespace {
 
     /// Sets a sysctl inside the namespace (`net.*` keys are per namespace).
     pub fn sysctl(&self, key: &str, value: &str) -> Result<(), NetnsError> {
-        self.exec(&["sysctl", "-q", "-w", &format!("{key}={value}")])
-            .map(drop)
+        // Written through /proc/sys by a shell inside the namespace (no procps `sysctl`
+        // needed); `net.*` files show the namespace of the process that opens them.
+        if key.contains("..")
+            || !key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(NameError {
+                name: key.to_owned(),
+                reason: "not a sysctl key",
+            }
+            .into());
+        }
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        self.exec(&[
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$1\" > \"$2\"",
+            "sh",
+            value,
+            &path,
+        ])
+        .map(drop)
     }
 
     /// Turns IPv6 off in the namespace, so that no router solicitations, MLD reports or DAD
