@@ -5,7 +5,7 @@
 //!   teardown ([`netns::Lab`]); the base of every real-network test.
 //! * [`signals`] — SIGINT/SIGTERM turn into a flag the run loops check, so the guards tear
 //!   down before exit.
-//! * [`bench`] — `testbed bench forwarding`: frames/s through a veth pair, the Linux bridge
+//! * [`bench`](mod@bench) — `testbed bench forwarding`: frames/s through a veth pair, the Linux bridge
 //!   and cp-switch, measured in the same run with the testbed's own blaster and counter.
 #![forbid(unsafe_code)]
 

@@ -9,9 +9,9 @@
 //! ```
 //!
 //! Every interface has its offloads off and IPv6 disabled (no stray frames). For each path and
-//! frame size the blaster in h1 sends test frames ([`frame`](super::frame)) to h2's MAC as fast
+//! frame size the blaster in h1 sends test frames ([`frame`]) to h2's MAC as fast
 //! as its `PACKET_MMAP` ring drains, and the counter in h2 counts only frames of that
-//! measurement; see [`blast`](super::blast) for the method. The three paths are measured in the
+//! measurement; see [`blast`] for the method. The three paths are measured in the
 //! same run, on the same machine state, with the same blaster, so their ratios are meaningful
 //! even where absolute numbers move with the machine's load.
 

@@ -8,7 +8,7 @@
 //! [`down`] removes, for every state file whose owner process is gone, the namespaces (killing
 //! the processes in them first) and root-side interfaces it lists; then it scans
 //! `ip netns list` and the initial namespace's links for testbed names (prefix `qtb`, see
-//! [`names`](super::names)) whose owner process is gone. With `all`, live owners' objects go too.
+//! [`names`]) whose owner process is gone. With `all`, live owners' objects go too.
 
 use std::path::{Path, PathBuf};
 
