@@ -158,3 +158,58 @@ fn down_cleans_up_after_a_killed_run() {
         "the state file was used: {report}"
     );
 }
+
+#[test]
+fn bench_reports_a_cp_switch_that_fails_to_start() {
+    if !can_run_network_tests("bench_reports_a_cp_switch_that_fails_to_start") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("qtb-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("cp-switch");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"cannot open port: $*\" >&2\nexit 2\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "forwarding",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "50ms",
+            "--sizes",
+            "64",
+            "--json",
+            "--cp-switch",
+        ])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "cp-switch")
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "failed", "{row}");
+    let error = row["error"].as_str().unwrap();
+    assert!(
+        error.contains("exited at start")
+            && error.contains("cannot open port: --port p1 --port p2"),
+        "{error}"
+    );
+}
