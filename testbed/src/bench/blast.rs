@@ -25,7 +25,6 @@
 //! large number there means the counter, not the DUT, was the limit.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Barrier;
 
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
 use cnm_proto::Duration;
@@ -67,32 +66,49 @@ pub struct Spec {
     pub window: Duration,
 }
 
-/// Counters shared by the three threads.
+/// Flags and counters shared by the three threads.
 #[derive(Debug, Default)]
 struct Shared {
+    /// Set by the coordinator at the end, or by a worker that failed.
     stop: AtomicBool,
+    /// The counter's port is open and its learning frames are out.
+    counter_ready: AtomicBool,
+    /// The blaster's port is open and it is about to send.
+    blaster_ready: AtomicBool,
     sent: AtomicU64,
     received: AtomicU64,
+}
+
+impl Shared {
+    /// Waits until `flag` or `stop` is set; returns whether `flag` is.
+    fn wait_for(&self, flag: &AtomicBool) -> bool {
+        loop {
+            if flag.load(Ordering::Acquire) {
+                return true;
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
 
 /// Measures received frames/s from `tx` to `rx` (see the module documentation).
 pub fn measure(tx: &Endpoint, rx: &Endpoint, spec: &Spec) -> Result<Measurement, BenchError> {
     let token = token();
     let shared = Shared::default();
-    // Blaster, counter and coordinator meet once both ports are open and the counter has sent
-    // its learning frames.
-    let ready = Barrier::new(3);
     std::thread::scope(|s| {
         let counter = std::thread::Builder::new()
             .name("bench-counter".into())
-            .spawn_scoped(s, || counter(rx, tx.mac, token, &shared, &ready))
+            .spawn_scoped(s, || counter(rx, tx.mac, token, &shared))
             .map_err(|source| BenchError::Io {
                 role: "counter",
                 source,
             })?;
         let blaster = std::thread::Builder::new()
             .name("bench-blaster".into())
-            .spawn_scoped(s, || blaster(tx, rx.mac, token, spec.size, &shared, &ready))
+            .spawn_scoped(s, || blaster(tx, rx.mac, token, spec.size, &shared))
             .map_err(|source| BenchError::Io {
                 role: "blaster",
                 source,
@@ -104,7 +120,7 @@ pub fn measure(tx: &Endpoint, rx: &Endpoint, spec: &Spec) -> Result<Measurement,
                 return Err(e);
             }
         };
-        let window = coordinate(spec, &shared, &ready, &counter, &blaster);
+        let window = coordinate(spec, &shared, &counter, &blaster);
         shared.stop.store(true, Ordering::Relaxed);
         let counter_result = counter.join().map_err(|_| BenchError::Panicked("counter"));
         let blaster_result = blaster.join().map_err(|_| BenchError::Panicked("blaster"));
@@ -121,16 +137,13 @@ pub fn measure(tx: &Endpoint, rx: &Endpoint, spec: &Spec) -> Result<Measurement,
 fn coordinate<A, B>(
     spec: &Spec,
     shared: &Shared,
-    ready: &Barrier,
     counter: &std::thread::ScopedJoinHandle<'_, A>,
     blaster: &std::thread::ScopedJoinHandle<'_, B>,
 ) -> Result<(f64, u64, u64), BenchError> {
-    // A worker that fails before the barrier would leave us waiting forever: it sets `stop`
-    // and still passes the barrier (see `counter`/`blaster`).
-    ready.wait();
+    // A worker that fails sets `stop` and returns its error, which the caller reports.
     let failed =
         || shared.stop.load(Ordering::Relaxed) || counter.is_finished() || blaster.is_finished();
-    if failed() {
+    if !shared.wait_for(&shared.blaster_ready) || failed() {
         return Ok((0.0, 0, 0));
     }
     if signals::sleep_or_interrupted(spec.warmup.to_std()) {
@@ -197,7 +210,6 @@ fn counter(
     blaster_mac: [u8; 6],
     token: u32,
     shared: &Shared,
-    ready: &Barrier,
 ) -> Result<u64, BenchError> {
     let role = "counter";
     // A deep receive ring (4096 slots of 2 KiB) absorbs scheduling hiccups of this thread.
@@ -218,12 +230,8 @@ fn counter(
             .map_err(|source| BenchError::Port { role, source })?;
         Ok(port)
     };
-    let port = setup();
-    if port.is_err() {
-        shared.stop.store(true, Ordering::Relaxed);
-    }
-    ready.wait();
-    let mut port = port?;
+    let mut port = setup().inspect_err(|_| shared.stop.store(true, Ordering::Relaxed))?;
+    shared.counter_ready.store(true, Ordering::Release);
     let fds: Vec<_> = port.raw_fd().into_iter().collect();
     let mut count = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
@@ -253,7 +261,6 @@ fn blaster(
     token: u32,
     size: usize,
     shared: &Shared,
-    ready: &Barrier,
 ) -> Result<(), BenchError> {
     let role = "blaster";
     // A large transmit ring (2048 slots of 2 KiB) so one flush hands the kernel a long batch;
@@ -265,12 +272,13 @@ fn blaster(
         promiscuous: false,
         ..AfPacketConfig::default()
     };
-    let port = open_in(tx, role, &cfg);
-    if port.is_err() {
-        shared.stop.store(true, Ordering::Relaxed);
+    let mut port =
+        open_in(tx, role, &cfg).inspect_err(|_| shared.stop.store(true, Ordering::Relaxed))?;
+    // Blast only once the receiver is known to the DUT.
+    if !shared.wait_for(&shared.counter_ready) {
+        return Ok(());
     }
-    ready.wait();
-    let mut port = port?;
+    shared.blaster_ready.store(true, Ordering::Release);
     let mut buf = vec![0u8; size];
     frame::build(&mut buf, counter_mac, tx.mac, token, Kind::Data, 0);
     let mut seq = 0u64;
