@@ -24,7 +24,7 @@
 //! receiving host but that the counter could not take are *not* counted as received, and a
 //! large number there means the counter, not the DUT, was the limit.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
 use cnm_proto::Duration;
@@ -91,6 +91,9 @@ struct Shared {
     blaster_ready: AtomicBool,
     sent: AtomicU64,
     received: AtomicU64,
+    /// Kernel thread ids of the workers (0 = unknown), to read their CPU time.
+    blaster_tid: AtomicU32,
+    counter_tid: AtomicU32,
 }
 
 impl Shared {
@@ -140,25 +143,37 @@ pub fn measure(tx: &Endpoint, rx: &Endpoint, spec: &Spec) -> Result<Measurement,
         let blaster_result = blaster.join().map_err(|_| BenchError::Panicked("blaster"));
         let ring_drops = counter_result??;
         blaster_result??;
-        let (secs, sent, received) = window?;
-        let mut m = Measurement::from_counts(spec.size, secs, sent, received);
+        let w = window?;
+        let mut m = Measurement::from_counts(spec.size, w.secs, w.sent, w.received);
         m.counter_ring_drops = ring_drops;
+        m.blaster_cpu = w.blaster_cpu;
+        m.counter_cpu = w.counter_cpu;
         Ok(m)
     })
 }
 
-/// The coordinator's part: returns (window seconds, frames sent, frames received).
+/// What the coordinator saw over the window.
+#[derive(Debug, Default)]
+struct Window {
+    secs: f64,
+    sent: u64,
+    received: u64,
+    blaster_cpu: Option<f64>,
+    counter_cpu: Option<f64>,
+}
+
+/// The coordinator's part.
 fn coordinate<A, B>(
     spec: &Spec,
     shared: &Shared,
     counter: &std::thread::ScopedJoinHandle<'_, A>,
     blaster: &std::thread::ScopedJoinHandle<'_, B>,
-) -> Result<(f64, u64, u64), BenchError> {
+) -> Result<Window, BenchError> {
     // A worker that fails sets `stop` and returns its error, which the caller reports.
     let failed =
         || shared.stop.load(Ordering::Relaxed) || counter.is_finished() || blaster.is_finished();
     if !shared.wait_for(&shared.blaster_ready) || failed() {
-        return Ok((0.0, 0, 0));
+        return Ok(Window::default());
     }
     if signals::sleep_or_interrupted(spec.warmup.to_std()) {
         return Err(signals::Interrupted.into());
@@ -166,7 +181,7 @@ fn coordinate<A, B>(
     let give_up = phy::clock::now() + FIRST_FRAME_TIMEOUT;
     while shared.received.load(Ordering::Relaxed) == 0 {
         if failed() {
-            return Ok((0.0, 0, 0));
+            return Ok(Window::default());
         }
         if phy::clock::now() > give_up {
             return Err(BenchError::NothingReceived(
@@ -177,6 +192,8 @@ fn coordinate<A, B>(
             return Err(signals::Interrupted.into());
         }
     }
+    let tids = [&shared.blaster_tid, &shared.counter_tid].map(|t| t.load(Ordering::Relaxed));
+    let cpu0 = tids.map(thread_cpu_ticks);
     let t0 = phy::clock::now();
     let (s0, r0) = (
         shared.sent.load(Ordering::Relaxed),
@@ -190,11 +207,46 @@ fn coordinate<A, B>(
         shared.sent.load(Ordering::Relaxed),
         shared.received.load(Ordering::Relaxed),
     );
-    Ok((
-        t1.saturating_since(t0).as_secs_f64(),
-        s1.saturating_sub(s0),
-        r1.saturating_sub(r0),
-    ))
+    let cpu1 = tids.map(thread_cpu_ticks);
+    let secs = t1.saturating_since(t0).as_secs_f64();
+    let share = |i: usize| match (cpu0[i], cpu1[i]) {
+        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / USER_HZ / secs),
+        _ => None,
+    };
+    Ok(Window {
+        secs,
+        sent: s1.saturating_sub(s0),
+        received: r1.saturating_sub(r0),
+        blaster_cpu: share(0),
+        counter_cpu: share(1),
+    })
+}
+
+/// Clock ticks per second of the times in `/proc/*/stat` (`USER_HZ`, fixed at 100 in the Linux
+/// user ABI, see proc(5) and `times(2)`).
+const USER_HZ: f64 = 100.0;
+
+/// The kernel thread id of the calling thread (from `/proc/thread-self`, which links to
+/// `<pid>/task/<tid>`); 0 if unknown.
+fn current_tid() -> u32 {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU time (user + system, in `USER_HZ` ticks) of thread `tid` of this process.
+fn thread_cpu_ticks(tid: u32) -> Option<u64> {
+    if tid == 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // Fields after the parenthesised name start at field 3 (state); utime and stime are
+    // fields 14 and 15 (proc(5)).
+    let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let utime: u64 = rest.next()?.parse().ok()?;
+    let stime: u64 = rest.next()?.parse().ok()?;
+    Some(utime + stime)
 }
 
 /// A token that differs between measurements of one run and between runs.
@@ -248,6 +300,7 @@ fn counter(
         Ok(port)
     };
     let mut port = setup().inspect_err(|_| shared.stop.store(true, Ordering::Relaxed))?;
+    shared.counter_tid.store(current_tid(), Ordering::Relaxed);
     shared.counter_ready.store(true, Ordering::Release);
     let mut count = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
@@ -293,6 +346,7 @@ fn blaster(
     if !shared.wait_for(&shared.counter_ready) {
         return Ok(());
     }
+    shared.blaster_tid.store(current_tid(), Ordering::Relaxed);
     shared.blaster_ready.store(true, Ordering::Release);
     let mut buf = vec![0u8; size];
     frame::build(&mut buf, counter_mac, tx.mac, token, Kind::Data, 0);

@@ -136,6 +136,9 @@ pub fn run(cfg: &Config) -> Result<Report, BenchError> {
             return Err(BenchError::BadSize(s));
         }
     }
+    let load_avg_1m = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok());
     let topo = Topology::build()?;
     let mut raw = Vec::new();
     let mut notes = Vec::new();
@@ -175,7 +178,9 @@ pub fn run(cfg: &Config) -> Result<Report, BenchError> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     notes.push(format!(
         "the blaster, the counter and the DUT (bridge softirq or cp-switch) share {cpus} CPU(s); \
-         each path's figure is what it carries while competing with them"
+         each path's figure is what it carries while competing with them. CPU b/c = CPU used \
+         by the blaster / counter threads (for veth and the bridge, the forwarding itself runs \
+         in the blaster's sendto)"
     ));
     notes.push(
         "rx = test frames the counter in h2 received during the window; sent = frames the \
@@ -187,6 +192,7 @@ pub fn run(cfg: &Config) -> Result<Report, BenchError> {
         warmup_s: cfg.warmup.as_secs_f64(),
         rounds: cfg.rounds.max(1),
         cpus,
+        load_avg_1m,
         rows,
         ratios: Vec::new(),
         notes,

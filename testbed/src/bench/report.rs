@@ -48,6 +48,12 @@ pub struct Measurement {
     /// Frames the kernel dropped because the counter's receive ring was full, over the whole
     /// measurement (warm-up included): they reached h2 but were not counted.
     pub counter_ring_drops: u64,
+    /// CPU used by the blaster thread over the window, in CPUs (1.0 = one core all the time;
+    /// includes the kernel work done in its `sendto`, which for veth and the Linux bridge is
+    /// the whole forwarding path).
+    pub blaster_cpu: Option<f64>,
+    /// CPU used by the counter thread over the window, in CPUs.
+    pub counter_cpu: Option<f64>,
 }
 
 impl Measurement {
@@ -70,6 +76,8 @@ impl Measurement {
             rx_gbps: rx_fps * size as f64 * 8.0 / 1e9,
             loss,
             counter_ring_drops: 0,
+            blaster_cpu: None,
+            counter_cpu: None,
         }
     }
 }
@@ -144,6 +152,9 @@ pub struct Report {
     pub rounds: usize,
     /// CPUs the machine has.
     pub cpus: usize,
+    /// The 1-minute load average when the run started (`/proc/loadavg`): other work competing
+    /// for the CPUs lowers every figure.
+    pub load_avg_1m: Option<f64>,
     /// The cells, in measurement order.
     pub rows: Vec<Row>,
     /// Ratios per size.
@@ -192,13 +203,19 @@ impl Report {
         // Writing to a String cannot fail.
         let _ = writeln!(
             s,
-            "forwarding benchmark: {}s window after {}s warm-up per cell, {} round(s), {} CPUs",
-            self.duration_s, self.warmup_s, self.rounds, self.cpus
+            "forwarding benchmark: {}s window after {}s warm-up per cell, {} round(s), {} CPUs, \
+             load average {} at start",
+            self.duration_s,
+            self.warmup_s,
+            self.rounds,
+            self.cpus,
+            self.load_avg_1m
+                .map_or_else(|| "?".to_owned(), |l| format!("{l:.2}"))
         );
         let _ = writeln!(
             s,
-            "{:<10} {:>5} {:>9} {:>8} {:>10} {:>6} {:>9}  rounds (rx Mpps)",
-            "path", "size", "rx Mpps", "rx Gb/s", "sent Mpps", "loss", "ctr drop",
+            "{:<10} {:>5} {:>9} {:>8} {:>10} {:>6} {:>9} {:>9}  rounds (rx Mpps)",
+            "path", "size", "rx Mpps", "rx Gb/s", "sent Mpps", "loss", "ctr drop", "CPU b/c",
         );
         for r in &self.rows {
             let head = format!("{:<10} {:>5}", r.path.label(), r.size);
@@ -215,12 +232,13 @@ impl Report {
                     };
                     writeln!(
                         s,
-                        "{head} {:>9.3} {:>8.3} {:>10.3} {:>5.1}% {:>9}  {spread}",
+                        "{head} {:>9.3} {:>8.3} {:>10.3} {:>5.1}% {:>9} {:>9}  {spread}",
                         m.rx_fps / 1e6,
                         m.rx_gbps,
                         m.sent_fps / 1e6,
                         m.loss * 100.0,
                         m.counter_ring_drops,
+                        cpu_pair(m.blaster_cpu, m.counter_cpu),
                     )
                 }
                 Outcome::NotBuilt { looked_for } => {
@@ -245,6 +263,12 @@ impl Report {
         }
         s
     }
+}
+
+/// `95/20%`: blaster and counter CPU shares.
+fn cpu_pair(b: Option<f64>, c: Option<f64>) -> String {
+    let pct = |x: Option<f64>| x.map_or_else(|| "?".to_owned(), |x| format!("{:.0}", x * 100.0));
+    format!("{}/{}%", pct(b), pct(c))
 }
 
 #[cfg(test)]
@@ -277,6 +301,7 @@ mod tests {
             warmup_s: 0.5,
             rounds: 1,
             cpus: 2,
+            load_avg_1m: Some(0.1),
             rows: vec![
                 row(PathKind::Veth, 64, 2_000_000),
                 row(PathKind::Bridge, 64, 1_000_000),
