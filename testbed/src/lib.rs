@@ -1,2 +1,14 @@
-//! testbed.
+//! `testbed`: builds topologies of Linux network namespaces, runs the daemons and traffic of
+//! the QCN dataplane in them, and measures.
+//!
+//! * [`netns`] — namespaces, veth pairs, bridges and guarded processes with guaranteed
+//!   teardown ([`netns::Lab`]); the base of every real-network test.
+//! * [`signals`] — SIGINT/SIGTERM turn into a flag the run loops check, so the guards tear
+//!   down before exit.
+//! * [`bench`](mod@bench) — `testbed bench forwarding`: frames/s through a veth pair, the Linux bridge
+//!   and cp-switch, measured in the same run with the testbed's own blaster and counter.
 #![forbid(unsafe_code)]
+
+pub mod bench;
+pub mod netns;
+pub mod signals;
