@@ -1,0 +1,1 @@
+//! Traffic models and the sink (filled in by the next commit).
