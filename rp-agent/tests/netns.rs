@@ -1,0 +1,273 @@
+//! Real-network tests: two namespaces joined by a veth pair. Run as root; skipped otherwise.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+const BIN: &str = env!("CARGO_BIN_EXE_rp-agent");
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn sh(args: &[&str]) -> Output {
+    let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// Two namespaces `a` and `b` joined by veth `ia` (in a) — `ib` (in b); deleted on drop, with
+/// every child process started through it.
+struct Net {
+    a: String,
+    b: String,
+    ia: String,
+    ib: String,
+    id: u32,
+    children: Vec<Child>,
+}
+
+impl Net {
+    fn new() -> Net {
+        let id = (std::process::id() % 100_000) * 10 + COUNTER.fetch_add(1, Ordering::Relaxed);
+        let n = Net {
+            a: format!("rpa{id}a"),
+            b: format!("rpa{id}b"),
+            ia: format!("rpa{id}x"),
+            ib: format!("rpa{id}y"),
+            id,
+            children: Vec::new(),
+        };
+        sh(&["ip", "netns", "add", &n.a]);
+        sh(&["ip", "netns", "add", &n.b]);
+        sh(&[
+            "ip", "link", "add", &n.ia, "type", "veth", "peer", "name", &n.ib,
+        ]);
+        sh(&["ip", "link", "set", &n.ia, "netns", &n.a]);
+        sh(&["ip", "link", "set", &n.ib, "netns", &n.b]);
+        for (ns, i) in [(&n.a, &n.ia), (&n.b, &n.ib)] {
+            sh(&["ip", "-n", ns, "link", "set", i, "up"]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        n
+    }
+
+    fn mac(&self, ns: &str, ifname: &str) -> String {
+        let o = sh(&["ip", "-n", ns, "-o", "link", "show", ifname]);
+        let s = String::from_utf8_lossy(&o.stdout).to_string();
+        let i = s.find("link/ether ").unwrap() + 11;
+        s[i..i + 17].to_string()
+    }
+
+    fn spawn(&mut self, ns: &str, args: &[&str]) -> usize {
+        let c = Command::new("ip")
+            .args(["netns", "exec", ns, BIN])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        self.children.push(c);
+        self.children.len() - 1
+    }
+
+    fn wait(&mut self, i: usize, limit: Duration) -> Output {
+        let t = Instant::now();
+        loop {
+            if let Some(_st) = self.children[i].try_wait().unwrap() {
+                break;
+            }
+            assert!(t.elapsed() < limit, "child {i} did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let c = &mut self.children[i];
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        use std::io::Read;
+        c.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+        c.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+        Output {
+            status: c.wait().unwrap(),
+            stdout: out,
+            stderr: err,
+        }
+    }
+
+    fn terminate(&mut self, i: usize) {
+        let pid = self.children[i].id().to_string();
+        // `ip netns exec` execs the binary: the child is the agent itself.
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+    }
+}
+
+fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn gen_to_sink_without_loss() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let mut net = Net::new();
+    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
+    let dst = net.mac(&b, &ib);
+    let sink = net.spawn(&b, &["sink", "--uplink", &ib, "--duration", "4s", "--json"]);
+    std::thread::sleep(Duration::from_millis(700));
+    let gen = net.spawn(
+        &a,
+        &[
+            "gen",
+            "--uplink",
+            &ia,
+            "--dst",
+            &dst,
+            "--flows",
+            "2",
+            "--pattern",
+            "cbr:10mbit",
+            "--size",
+            "1000",
+            "--duration",
+            "2s",
+            "--line-rate",
+            "100mbit",
+            "--json",
+        ],
+    );
+    let g = net.wait(gen, Duration::from_secs(20));
+    assert!(
+        g.status.success(),
+        "gen: {}",
+        String::from_utf8_lossy(&g.stderr)
+    );
+    let s = net.wait(sink, Duration::from_secs(20));
+    assert!(
+        s.status.success(),
+        "sink: {}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    let sent: Vec<_> = json_lines(&g)
+        .into_iter()
+        .filter(|v| v["type"] == "summary")
+        .collect();
+    let got: Vec<_> = json_lines(&s)
+        .into_iter()
+        .filter(|v| v["type"] == "summary")
+        .collect();
+    assert_eq!(sent.len(), 2, "{}", String::from_utf8_lossy(&g.stdout));
+    assert_eq!(got.len(), 2, "{}", String::from_utf8_lossy(&s.stdout));
+    for flow in 0..2u64 {
+        let tx = sent.iter().find(|v| v["flow"] == flow).unwrap();
+        let rx = got.iter().find(|v| v["flow"] == flow).unwrap();
+        let n = tx["frames"].as_u64().unwrap();
+        // 10 Mb/s of 1000-octet frames for 2 s: about 2500 frames.
+        assert!(n > 2000, "{tx}");
+        assert_eq!(rx["frames"].as_u64().unwrap(), n, "{rx} vs {tx}");
+        assert_eq!(rx["lost"], 0);
+        assert_eq!(rx["reordered"], 0);
+    }
+    let _ = net.id;
+}
+
+#[test]
+fn tap_ping_across() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let mut net = Net::new();
+    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
+    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
+    sh(&[
+        "ip",
+        "-n",
+        &b,
+        "addr",
+        "add",
+        &format!("{subnet}.2/24"),
+        "dev",
+        &ib,
+    ]);
+    let sock = std::env::temp_dir().join(format!("rpa-{}.sock", net.id));
+    let sock_s = sock.to_string_lossy().to_string();
+    let tap = format!("rpa{}t", net.id);
+    let agent = net.spawn(
+        &a,
+        &[
+            "--uplink",
+            &ia,
+            "--tap",
+            &tap,
+            "--tap-ip",
+            &format!("{subnet}.1/24"),
+            "--line-rate",
+            "100mbit",
+            "--ctl",
+            &sock_s,
+        ],
+    );
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ping = Command::new("ip")
+        .args([
+            "netns", "exec", &a, "ping", "-c", "3", "-i", "0.2", "-W", "2",
+        ])
+        .arg(format!("{subnet}.2"))
+        .output()
+        .unwrap();
+    assert!(
+        ping.status.success(),
+        "ping: {}",
+        String::from_utf8_lossy(&ping.stdout)
+    );
+    let flows = Command::new(BIN)
+        .args(["ctl", "--socket", &sock_s, "show", "flows", "--json"])
+        .output()
+        .unwrap();
+    assert!(flows.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&flows.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert!(
+        rows.iter().any(|r| r["tx_bytes"].as_u64().unwrap() > 0),
+        "{v}"
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r["state"] == "released" && r["priority"] == 3));
+    net.terminate(agent);
+    let out = net.wait(agent, Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
