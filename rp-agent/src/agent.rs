@@ -210,6 +210,10 @@ impl Agent {
                 }
             }
             EtherType::RateFeedback => self.stats.rate_feedback_rx += 1,
+            // Like a NIC without promiscuous mode: unicast frames for other stations stay out.
+            _ if info.dst.is_unicast() && self.cfg.mac.is_some_and(|m| m != info.dst) => {
+                self.stats.uplink_not_for_host += 1;
+            }
             _ => {
                 if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get()
                     || frame.len() > MAX_FRAME
@@ -217,7 +221,7 @@ impl Agent {
                     self.stats.host_queue_full += 1;
                     return;
                 }
-                let mut b = self.pool.take(&[]);
+                let mut b = self.pool.take_empty(frame.len());
                 if strip_for_host(frame, self.cfg.vid, &mut b).is_err() {
                     self.pool.give(b);
                     self.stats.uplink_malformed += 1;
@@ -707,6 +711,9 @@ mod tests {
         let mut down = Vec::new();
         tag_for_uplink(&frame(HOST, 80), 3, 0, Some(5), &mut down).unwrap();
         a.handle_uplink(t, &down);
+        // Unicast for another station: not delivered.
+        a.handle_uplink(t, &frame(PEER, 80));
+        assert_eq!(a.stats().uplink_not_for_host, 1);
         let mut got = Vec::new();
         a.poll_host(t, &mut |f| {
             got.push(f.to_vec());
@@ -972,6 +979,32 @@ mod tests {
             assert!(e <= 0.02, "limited {rate}: error {e}");
             println!("pacing {rate}: limited-flow error {:.3} %", e * 100.0);
         }
+    }
+
+    #[test]
+    fn no_allocation_in_steady_state() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        let mut now = Instant::from_nanos(1);
+        let f1 = frame(PEER, 1500);
+        let f2 = frame(PEER2, 64);
+        let mut down = Vec::new();
+        tag_for_uplink(&frame(HOST, 1500), 3, 0, None, &mut down).unwrap();
+        let run = |a: &mut Agent, now: &mut Instant, n: usize| {
+            for _ in 0..n {
+                while a.handle_host(*now, &f1).is_ok() && a.handle_host(*now, &f2).is_ok() {}
+                a.handle_uplink(*now, &down);
+                a.poll_host(*now, &mut |_| true);
+                *now = a.poll_timeout().unwrap_or(*now).max(*now);
+                a.poll_uplink(*now, &mut |_| true);
+            }
+        };
+        run(&mut a, &mut now, 2000);
+        let warm = a.stats().buffers_allocated;
+        run(&mut a, &mut now, 20_000);
+        assert_eq!(a.stats().buffers_allocated, warm);
+        // Bounded by the queue limits: 256 KB per flow of 64..1500-octet frames plus the host
+        // queue.
+        assert!(warm < 2 * 256_000 / 64 + 1_000_000 / 1500 + 16, "{warm}");
     }
 
     #[test]

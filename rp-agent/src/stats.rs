@@ -36,6 +36,8 @@ pub struct AgentStats {
     pub uplink_rx_frames: u64,
     /// Frames from the network that could not be parsed (dropped).
     pub uplink_malformed: u64,
+    /// Unicast frames from the network addressed to another station (not delivered).
+    pub uplink_not_for_host: u64,
     /// Frames delivered to the host.
     pub host_tx_frames: u64,
     /// Frames from the network dropped because the host queue was full.

@@ -271,3 +271,160 @@ fn tap_ping_across() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A CNM sent from the far side to the daemon's host MAC about the frames it sends: the flow
+/// gets a limiter at the decreased rate, its next frames carry a CN-TAG with its RPID, and the
+/// trace records the CNM.
+#[test]
+fn daemon_applies_a_cnm_from_the_wire() {
+    use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
+    use cnm_proto::wire::{build_cnm, walk, CnmParams, CpId, EthernetAddress};
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let mut net = Net::new();
+    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
+    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
+    sh(&[
+        "ip",
+        "-n",
+        &b,
+        "addr",
+        "add",
+        &format!("{subnet}.2/24"),
+        "dev",
+        &ib,
+    ]);
+    let dir = std::env::temp_dir().join(format!("rpa-cnm-{}", net.id));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("ctl.sock");
+    let trace = dir.join("trace.jsonl");
+    let conf = dir.join("agent.toml");
+    // A long RP timer keeps the decreased rate in place while the test looks at it.
+    std::fs::write(
+        &conf,
+        "line_rate = \"100mbit\"\n[rp]\nrpg_time_reset = \"60s\"\nrp_jitter = 0.0\n",
+    )
+    .unwrap();
+    let tap = format!("rpa{}t", net.id);
+    let agent = net.spawn(
+        &a,
+        &[
+            "--uplink",
+            &ia,
+            "--tap",
+            &tap,
+            "--tap-ip",
+            &format!("{subnet}.1/24"),
+            "--config",
+            conf.to_str().unwrap(),
+            "--ctl",
+            sock.to_str().unwrap(),
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+    );
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let b_mac: EthernetAddress = net.mac(&b, &ib).parse().unwrap();
+    let bns = b.clone();
+    let ibn = ib.clone();
+    // The far side: answer the first frame for B with a CNM, then report the RPID of the next.
+    let far = std::thread::spawn(move || -> Option<u16> {
+        phy::netns::enter(&bns).unwrap();
+        let mut port = AfPacketPort::open(&ibn, &AfPacketConfig::default()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(8);
+        let mut sent_cnm = false;
+        let mut rpid = None;
+        let mut out = [0u8; 128];
+        while Instant::now() < deadline && rpid.is_none() {
+            let mut cnm = None;
+            port.recv_batch(16, &mut |f| {
+                let Ok(info) = walk(f) else { return };
+                if info.dst != b_mac {
+                    return;
+                }
+                if !sent_cnm && cnm.is_none() {
+                    let p = CnmParams {
+                        cp_mac: b_mac,
+                        cpid: CpId::output(b_mac, 1, 3),
+                        qntz_fb: 63,
+                        q_offset: 100,
+                        q_delta: 10,
+                        cnm_priority: 6,
+                        default_priority: 0,
+                        max_msdu: 64,
+                    };
+                    let n = build_cnm(f, &p, &mut out).unwrap();
+                    cnm = Some(n);
+                } else if sent_cnm && info.rpid.is_some() {
+                    rpid = info.rpid;
+                }
+            })
+            .unwrap();
+            if let Some(n) = cnm {
+                assert!(port.send(&out[..n]).unwrap());
+                port.flush().unwrap();
+                sent_cnm = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        rpid
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // Frames towards B (pings after the CNM carry a CN-TAG, which B's stack does not know:
+    // the switch's edge port would strip it; here only the frames matter).
+    let _ = Command::new("ip")
+        .args([
+            "netns", "exec", &a, "ping", "-c", "8", "-i", "0.3", "-W", "1",
+        ])
+        .arg(format!("{subnet}.2"))
+        .output()
+        .unwrap();
+    let rpid = far
+        .join()
+        .unwrap()
+        .expect("no CN-tagged frame after the CNM");
+    let flows = Command::new(BIN)
+        .args([
+            "ctl",
+            "--socket",
+            sock.to_str().unwrap(),
+            "show",
+            "flows",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&flows.stdout).unwrap();
+    let f = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["dst"] == b_mac.to_string())
+        .unwrap_or_else(|| panic!("no flow to B: {v}"));
+    assert_eq!(f["cnm_rx"], 1, "{f}");
+    // 100 Mb/s × (1 − 63/128).
+    assert_eq!(f["cr_bps"], 50_781_250, "{f}");
+    assert_eq!(f["tr_bps"], 100_000_000, "{f}");
+    assert_eq!(f["rpid"].as_u64().unwrap(), u64::from(rpid));
+    assert!(f["state"] == "fr" || f["state"] == "ai", "{f}");
+    net.terminate(agent);
+    let out = net.wait(agent, Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"event\":\"cnm\"") && l.contains("\"qntz_fb\":63")),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
