@@ -81,7 +81,10 @@ impl AgentArgs {
             }
             None => AgentConfig {
                 wire_overhead: false,
-                catch_up: Duration::from_millis(1),
+                // A user-space process on a shared machine is sometimes descheduled for a few
+                // milliseconds; back-dating by up to 5 ms keeps the long-run rate exact at the
+                // cost of a short burst (as the switch daemon's line emulation does).
+                catch_up: Duration::from_millis(5),
                 ..AgentConfig::default()
             },
         };
@@ -99,6 +102,16 @@ impl AgentArgs {
         }
         if cfg.mac.is_none() {
             cfg.mac = mac;
+        }
+        if cfg.rp.rpg_min_rate > cfg.max_rate() {
+            // Slow emulated lines (scaled experiments): the standard 5 Mb/s floor would exceed
+            // the line itself; keep the floor at 1 % of the ceiling instead.
+            let floor = Rate::from_bps((cfg.max_rate().bps() / 100).max(1));
+            eprintln!(
+                "rp-agent: rpg_min_rate {} exceeds the line rate; using {floor}",
+                cfg.rp.rpg_min_rate
+            );
+            cfg.rp.rpg_min_rate = floor;
         }
         cfg.validate()
             .map_err(|e| DaemonError::Config(e.to_string()))?;
