@@ -585,7 +585,7 @@ impl Agent {
                     f.rp.insert(Rp::new(&self.cfg, now, &mut self.rng))
                 }
             };
-            rp.on_cnm(now, repr.qntz_fb, &mut self.rng);
+            rp.on_cnm(now, repr.qntz_fb, repr.cpid, &mut self.rng);
             let (cr, tr) = (rp.rate(), rp.target());
             f.pacer.set_rate(cr);
             f.cnm_rx += 1;
@@ -1005,6 +1005,46 @@ mod tests {
         // Bounded by the queue limits: 256 KB per flow of 64..1500-octet frames plus the host
         // queue.
         assert!(warm < 2 * 256_000 / 64 + 1_000_000 / 1500 + 16, "{warm}");
+    }
+
+    #[test]
+    fn five_tuple_flows_matched_by_encapsulated_ip_header() {
+        let udp = |port: u16| {
+            let mut f = frame(PEER, 100);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..];
+            ip[0] = 0x45;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+            ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+            ip[20..22].copy_from_slice(&5000u16.to_be_bytes());
+            ip[22..24].copy_from_slice(&port.to_be_bytes());
+            f
+        };
+        let c = AgentConfig {
+            flow_key: crate::FlowKeyMode::FiveTuple,
+            ..cfg(Rate::from_gbps(1))
+        };
+        let mut a = Agent::new(c, Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1);
+        a.handle_host(t, &udp(1)).unwrap();
+        a.handle_host(t, &udp(2)).unwrap();
+        let mut up = Vec::new();
+        let mut now = t;
+        while up.len() < 2 {
+            a.poll_uplink(now, &mut |f| {
+                up.push(f.to_vec());
+                true
+            });
+            now += Duration::from_micros(10);
+        }
+        // No CN-TAG yet: the CNM is matched by the encapsulated UDP header of flow 2.
+        a.handle_uplink(now, &cnm_about(&up[1], 32));
+        let v = a.flows();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].state, RpState::Released);
+        assert_eq!(v[1].state, RpState::Fr);
+        assert!(v[1].five_tuple.as_deref().unwrap().ends_with(":2"));
     }
 
     #[test]
