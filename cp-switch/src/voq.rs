@@ -66,6 +66,12 @@ impl InputBuffer {
         self.voqs[out].front().map(Frame::len)
     }
 
+    /// The frame enqueued last in the VOQ for `out`.
+    #[inline]
+    pub fn back(&self, out: usize) -> Option<&Frame> {
+        self.voqs.get(out)?.back()
+    }
+
     /// Removes the head of the VOQ of `out`.
     #[inline]
     pub fn pop(&mut self, out: usize) -> Option<Frame> {
