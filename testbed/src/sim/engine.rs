@@ -181,6 +181,24 @@ impl Write for SharedBuf {
     }
 }
 
+/// A node that does nothing (stands in for a node that could not be created).
+#[derive(Debug, Default)]
+pub struct DeadNode;
+
+impl SimNode for DeadNode {
+    fn handle_frame(&mut self, _now: Instant, _port: usize, _frame: &[u8]) {}
+    fn poll(&mut self, _now: Instant, _tx: &mut dyn FnMut(usize, &[u8]) -> bool) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
 /// Builds a [`Sim`].
 pub struct SimBuilder {
     seed: u64,

@@ -48,8 +48,10 @@
 
 pub mod cli;
 pub mod engine;
+pub mod host;
 pub mod node;
 pub mod stats;
+pub mod tcp;
 pub mod topo;
 
 pub use engine::{LinkId, LinkSpec, NodeId, Sim, SimBuilder, SimError, SimStats, TraceOptions};

@@ -88,7 +88,11 @@ impl QueueHistogram {
         for (i, b) in self.bins.iter().enumerate() {
             acc += b;
             if acc >= target {
-                p99 = ((i as u64 + 1) * BIN).min(self.max);
+                p99 = if i + 1 == self.bins.len() {
+                    self.max
+                } else {
+                    ((i as u64 + 1) * BIN).min(self.max)
+                };
                 break;
             }
         }
