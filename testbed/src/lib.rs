@@ -12,3 +12,4 @@
 pub mod bench;
 pub mod netns;
 pub mod signals;
+pub mod sim;
