@@ -229,7 +229,8 @@ pub struct AgentConfig {
     /// and preamble, SFD and inter-packet gap (20) (802.3 clauses 3.1.1, 4.2.3.3, 4.4.2).
     /// Default true, matching the switch's line emulation.
     pub wire_overhead: bool,
-    /// Reaction-point algorithm. Default `qcn`.
+    /// Reaction-point algorithm: `qcn` (default), `adaptive-bc`, `qcn-bs`,
+    /// `adaptive-bc+qcn-bs` or `explicit-rate` ([`RpMode`]).
     pub rp_mode: RpMode,
     /// Reaction-point parameters.
     pub rp: RpParams,
@@ -429,5 +430,77 @@ mod tests {
         };
         assert_eq!(bad.validate().unwrap_err().field, "priority");
         assert!(toml::from_str::<AgentConfig>("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn rp_modes_by_name() {
+        for m in RpMode::ALL {
+            let c: AgentConfig = toml::from_str(&format!("rp_mode = \"{m}\"")).unwrap();
+            assert_eq!(c.rp_mode, m);
+            assert_eq!(m.name().parse::<RpMode>().unwrap(), m);
+        }
+        assert_eq!(
+            "adaptive-bc+qcn-bs".parse::<RpMode>().unwrap(),
+            RpMode::AdaptiveBcQcnBs
+        );
+        assert!(RpMode::AdaptiveBcQcnBs.adaptive_bc() && RpMode::AdaptiveBcQcnBs.per_cp());
+        assert!(RpMode::AdaptiveBc.adaptive_bc() && !RpMode::AdaptiveBc.per_cp());
+        assert!(RpMode::QcnBs.per_cp() && !RpMode::QcnBs.adaptive_bc());
+        assert!(RpMode::ExplicitRate.explicit_rate() && !RpMode::Qcn.explicit_rate());
+        let e = "fqcn".parse::<RpMode>().unwrap_err();
+        assert!(e.to_string().contains("adaptive-bc+qcn-bs"), "{e}");
+        assert!(toml::from_str::<AgentConfig>("rp_mode = \"adaptive-bc-qcn-bs\"").is_err());
+        let c: AgentConfig = toml::from_str(
+            r#"
+            rp_mode = "adaptive-bc+qcn-bs"
+            [rp]
+            rpg_adaptive_k = "2400us"
+            rpg_bs_max_cps = 4
+            rp_er_timeout = "50ms"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rp.rpg_adaptive_k, Duration::from_micros(2400));
+        assert_eq!(c.rp.rpg_bs_max_cps, 4);
+        assert_eq!(c.rp.rp_er_timeout, Duration::from_millis(50));
+        let d = RpParams::default();
+        assert_eq!(d.rpg_adaptive_k, Duration::from_micros(240));
+        for (rp, field) in [
+            (
+                RpParams {
+                    rpg_adaptive_k: Duration::ZERO,
+                    ..d
+                },
+                "rp.rpg_adaptive_k",
+            ),
+            (
+                RpParams {
+                    rpg_bs_max_cps: 0,
+                    ..d
+                },
+                "rp.rpg_bs_max_cps",
+            ),
+            (
+                RpParams {
+                    rpg_bs_max_cps: MAX_BS_CPS + 1,
+                    ..d
+                },
+                "rp.rpg_bs_max_cps",
+            ),
+            (
+                RpParams {
+                    rp_er_timeout: Duration::ZERO,
+                    ..d
+                },
+                "rp.rp_er_timeout",
+            ),
+        ] {
+            let c = AgentConfig {
+                rp,
+                ..AgentConfig::default()
+            };
+            assert_eq!(c.validate().unwrap_err().field, field);
+        }
     }
 }

@@ -19,7 +19,7 @@ use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Rate};
-use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError};
+use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
 use serde_json::{json, Value};
 
 use super::ctl::{self, Command, CtlServer};
@@ -51,6 +51,9 @@ pub struct AgentArgs {
     /// Flow key: dst-priority (802.1Q) or five-tuple.
     #[arg(long, value_parser = parse_flow_key)]
     pub flow_key: Option<FlowKeyMode>,
+    /// Reaction point: qcn, adaptive-bc, qcn-bs, adaptive-bc+qcn-bs or explicit-rate.
+    #[arg(long)]
+    pub rp_mode: Option<RpMode>,
     /// TOML file with the agent configuration (flags override it).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -99,6 +102,9 @@ impl AgentArgs {
         }
         if let Some(k) = self.flow_key {
             cfg.flow_key = k;
+        }
+        if let Some(m) = self.rp_mode {
+            cfg.rp_mode = m;
         }
         if cfg.mac.is_none() {
             cfg.mac = mac;

@@ -265,7 +265,12 @@ mod tests {
         let mut seen_one = false;
         for _ in 0..100 {
             // One expiry at a time (both counters were loaded together).
-            let n = bs.entries().iter().map(|e| e.rp.bytes_left()).min().unwrap();
+            let n = bs
+                .entries()
+                .iter()
+                .map(|e| e.rp.bytes_left())
+                .min()
+                .unwrap();
             bs.on_bytes_sent(now, n, &mut rng);
             now += Duration::from_micros(80);
             if bs.entries().len() == 1 {

@@ -510,6 +510,41 @@ mod tests {
     }
 
     #[test]
+    fn adaptive_byte_counter_follows_cr() {
+        use crate::rp::adaptive_bc::PAPER_K;
+        let mut rng = Rng::new(1);
+        let now = at(0);
+        let bc = BcLimit::Adaptive { k: PAPER_K };
+        let mut rp = QcnRp::with_bc_limit(&params(), Rate::from_gbps(10), bc, now, &mut rng);
+        // At the line rate: K · 10 Gb/s = 300 000 octets.
+        assert_eq!(rp.bytes_left(), 300_000);
+        // Decrease: CR 10 G × (1 − 63/128) = 5.078125 G, reloaded with K·CR at that rate:
+        // 5 078 125 000 × 240e-6 / 8 = 152 343.75 → 152 343.
+        rp.on_cnm(now, 63, &mut rng);
+        assert_eq!(rp.rate().bps(), 5_078_125_000);
+        assert_eq!(rp.bytes_left(), 152_343);
+        rp.on_bytes_sent(now, 52_343, &mut rng);
+        assert_eq!(rp.bytes_left(), 100_000);
+        // A timer expiry raises CR to ⌈(5.078125 G + 10 G)/2⌉ = 7.5390625 G in mid-count: the
+        // octets left are rescaled, 100 000 × 7.5390625 / 5.078125 = 148 461.5 → 148 462.
+        let t = rp.next_timer();
+        rp.on_timer(t, &mut rng);
+        assert_eq!(rp.rate().bps(), 7_539_062_500);
+        assert_eq!(rp.bytes_left(), 148_462);
+        assert_eq!(rp.byte_limit(), 226_171);
+        // A byte-counter expiry: CR 8.76953125 G, reloaded with K·CR = 263 085.9375 → 263 085.
+        rp.on_bytes_sent(t, 148_462, &mut rng);
+        assert_eq!(rp.rate().bps(), 8_769_531_250);
+        assert_eq!(rp.bytes_left(), 263_085);
+        // Past the threshold the adaptive limit is not halved (Algorithm 1 reloads K·CR).
+        for _ in 0..6 {
+            rp.on_bytes_sent(t, rp.bytes_left(), &mut rng);
+        }
+        assert_eq!(rp.stages().0, 7);
+        assert_eq!(rp.bytes_left(), rp.rate().bps() * 240 / 8_000_000);
+    }
+
+    #[test]
     fn jitter_stays_within_fifteen_percent() {
         let p = RpParams::default();
         let mut rng = Rng::new(7);
