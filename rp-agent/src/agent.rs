@@ -612,7 +612,7 @@ impl Agent {
             {
                 self.stats.bs_cp_overflow += 1;
             }
-            let (cr, tr) = (rp.rate(), rp.target());
+            let (cr, tr, released) = (rp.rate(), rp.target(), rp.released());
             f.pacer.set_rate(cr);
             f.cnm_rx += 1;
             let ev = Event::Cnm {
@@ -625,6 +625,12 @@ impl Agent {
                 tr_bps: tr.bps(),
             };
             self.push_event(ev);
+            if released {
+                // Only when the decrease cannot go below the line rate (`rpg_min_rate` equal
+                // to it), which empties a QCN/BS table at once: release now rather than wait
+                // for a timer such a table no longer has.
+                self.after_increase(now, idx);
+            }
         }
     }
 }

@@ -308,6 +308,28 @@ fn qcn_bs_table_bound_is_counted() {
 }
 
 #[test]
+fn qcn_bs_entry_at_the_line_rate_releases_the_flow_at_once() {
+    // rpg_min_rate = line rate: a CNM cannot lower CR, the new entry is at the line rate, is
+    // dropped, and the empty table releases the flow.
+    let line = Rate::from_mbps(100);
+    let rp = RpParams {
+        rpg_min_rate: line,
+        ..RpParams::default()
+    };
+    let mut a = Agent::new(cfg(line, RpMode::QcnBs, rp), Rng::new(1)).unwrap();
+    let t = Instant::from_nanos(1);
+    a.handle_host(t, &frame(PEER, 100)).unwrap();
+    let up = send_all(&mut a, t);
+    a.handle_uplink(t, &cnm(&up[0], SW_A, 63));
+    let s = a.stats();
+    assert_eq!(
+        (s.limiters_created, s.limiters_released, s.limited_flows),
+        (1, 1, 0)
+    );
+    assert_eq!(a.poll_timeout(), None);
+}
+
+#[test]
 fn adaptive_bc_with_qcn_bs_sizes_each_entry_by_its_own_rate() {
     let rp = RpParams {
         rpg_time_reset: Duration::from_secs(100),
