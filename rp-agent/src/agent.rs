@@ -954,6 +954,7 @@ mod tests {
             let mut a = Agent::new(c, Rng::new(1)).unwrap();
             let e = pacing_error(&mut a, len, rate, 1, &mut rng);
             assert!(e <= 0.02, "line {rate}: error {e}");
+            println!("pacing {rate}: line-rate error {:.3} %", e * 100.0);
             // Limited flow at CR on a 10 Gb/s line: a CNM (QntzFb 32) sets CR = 0.75 × the
             // ceiling; byte counter and timer so long that CR stays put.
             let max = Rate::from_bps(rate.bps() * 4 / 3);
