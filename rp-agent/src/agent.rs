@@ -256,7 +256,7 @@ impl Agent {
                     }
                     continue;
                 };
-                let rpid = f.rp.as_ref().map(|_| f.rpid);
+                let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 if tag_for_uplink(head, f.key.priority, self.cfg.vid, rpid, &mut self.txbuf)
                     .is_err()
                 {
@@ -704,6 +704,11 @@ mod tests {
         a.handle_host(t, &f).unwrap();
         let up2 = send_all(&mut a, t + Duration::from_millis(1));
         assert_eq!(walk(&up2[0]).unwrap().rpid, Some(1));
+        a.cfg.cn_tag = false;
+        a.handle_host(t, &f).unwrap();
+        let plain = send_all(&mut a, t + Duration::from_millis(2));
+        assert_eq!(walk(&plain[0]).unwrap().rpid, None);
+        a.cfg.cn_tag = true;
         // A second CNM, now carrying the RPID.
         a.handle_uplink(t, &cnm_about(&up2[0], 32));
         assert_eq!(a.flow_rate(1), Some(Rate::from_bps(562_500_000)));

@@ -51,6 +51,9 @@ pub struct AgentArgs {
     /// Flow key: dst-priority (802.1Q) or five-tuple.
     #[arg(long, value_parser = parse_flow_key)]
     pub flow_key: Option<FlowKeyMode>,
+    /// Send no CN-TAG on rate-limited flows (for receivers that are not CN-aware).
+    #[arg(long)]
+    pub no_cn_tag: bool,
     /// TOML file with the agent configuration (flags override it).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -99,6 +102,9 @@ impl AgentArgs {
         }
         if let Some(k) = self.flow_key {
             cfg.flow_key = k;
+        }
+        if self.no_cn_tag {
+            cfg.cn_tag = false;
         }
         if cfg.mac.is_none() {
             cfg.mac = mac;
