@@ -215,9 +215,11 @@ impl Agent {
                 self.stats.uplink_not_for_host += 1;
             }
             _ => {
-                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get()
-                    || frame.len() > MAX_FRAME
-                {
+                if frame.len() > MAX_FRAME {
+                    self.stats.uplink_malformed += 1;
+                    return;
+                }
+                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get() {
                     self.stats.host_queue_full += 1;
                     return;
                 }
