@@ -130,6 +130,15 @@ fn json_lines(o: &Output) -> Vec<serde_json::Value> {
 
 #[test]
 fn gen_to_sink_without_loss() {
+    gen_to_sink(false);
+}
+
+#[test]
+fn gen_to_sink_udp_five_tuple() {
+    gen_to_sink(true);
+}
+
+fn gen_to_sink(udp: bool) {
     if !is_root() {
         eprintln!("skipped: needs root for network namespaces");
         return;
@@ -139,27 +148,35 @@ fn gen_to_sink_without_loss() {
     let dst = net.mac(&b, &ib);
     let sink = net.spawn(&b, &["sink", "--uplink", &ib, "--duration", "4s", "--json"]);
     std::thread::sleep(Duration::from_millis(700));
-    let gen = net.spawn(
-        &a,
-        &[
-            "gen",
-            "--uplink",
-            &ia,
-            "--dst",
-            &dst,
-            "--flows",
-            "2",
-            "--pattern",
-            "cbr:10mbit",
-            "--size",
-            "1000",
-            "--duration",
-            "2s",
-            "--line-rate",
-            "100mbit",
-            "--json",
-        ],
-    );
+    let mut args = vec![
+        "gen",
+        "--uplink",
+        &ia,
+        "--dst",
+        &dst,
+        "--flows",
+        "2",
+        "--pattern",
+        "cbr:10mbit",
+        "--size",
+        "1000",
+        "--duration",
+        "2s",
+        "--line-rate",
+        "100mbit",
+        "--json",
+    ];
+    if udp {
+        args.extend([
+            "--flow-key",
+            "five-tuple",
+            "--ip-src",
+            "10.1.0.1",
+            "--ip-dst",
+            "10.1.0.2",
+        ]);
+    }
+    let gen = net.spawn(&a, &args);
     let g = net.wait(gen, Duration::from_secs(20));
     assert!(
         g.status.success(),

@@ -6,7 +6,8 @@
 //! per interval (iperf-like; one JSON object per line with `--json`) and a final summary.
 //!
 //! All flows of one `gen` go to the same `--dst` at the same priority, so with the default
-//! `dst-priority` flow key they share one reaction point, as 802.1Q defines a flow.
+//! `dst-priority` flow key they share one reaction point, as 802.1Q defines a flow; with
+//! `--ip-src/--ip-dst` (UDP) and `--flow-key five-tuple` each flow has its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
 use rp_agent::gen::sink::Sink;
-use rp_agent::gen::{Pattern, Source, MAX_FRAME_LEN};
+use rp_agent::gen::{Pattern, Source, UdpEncap, MAX_FRAME_LEN};
 use rp_agent::{Agent, HostError};
 use serde_json::json;
 
@@ -38,6 +39,13 @@ pub struct GenArgs {
     /// greedy | cbr:R | onoff:R,on=BYTES | poisson:R,pareto-mean=BYTES,shape=S (per flow).
     #[arg(long, default_value = "greedy")]
     pub pattern: Pattern,
+    /// Send UDP/IPv4 from this address (with --ip-dst): source port 40000 + flow id, so
+    /// `--flow-key five-tuple` gives each flow its own limiter.
+    #[arg(long, requires = "ip_dst")]
+    pub ip_src: Option<std::net::Ipv4Addr>,
+    /// UDP/IPv4 destination address (with --ip-src); destination port 5001.
+    #[arg(long, requires = "ip_src")]
+    pub ip_dst: Option<std::net::Ipv4Addr>,
     /// Frame size in octets (MAC header and payload).
     #[arg(long, default_value_t = 1500)]
     pub size: usize,
@@ -85,7 +93,18 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
     let mut sources: Vec<Source> = (0..args.flows.max(1))
-        .map(|i| Source::new(args.pattern, i, args.dst, mac, args.size, start))
+        .map(|i| {
+            let s = Source::new(args.pattern, i, args.dst, mac, args.size, start);
+            match (args.ip_src, args.ip_dst) {
+                (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
+                    src_ip,
+                    dst_ip,
+                    src_port: 40_000u16.wrapping_add(i as u16),
+                    dst_port: 5001,
+                }),
+                _ => s,
+            }
+        })
         .collect();
     let mut buf = vec![0u8; MAX_FRAME_LEN];
     // A frame the agent refused (backpressure): (source, length) in `held`.
