@@ -250,9 +250,19 @@ fn report_gen(
 ) {
     let s = secs.as_secs_f64().max(1e-9);
     let views = agent.flows();
-    let cr = views.iter().find(|v| v.dst == args.dst.to_string());
+    let dst = args.dst.to_string();
+    // The agent flow of generator flow i: its own with UDP and a five-tuple key (source port
+    // 40000 + i), otherwise the one (destination, priority) flow.
+    let agent_flow = |i: usize| {
+        let port = format!(":{} >", 40_000 + i);
+        views
+            .iter()
+            .find(|v| v.dst == dst && v.five_tuple.as_deref().is_some_and(|t| t.contains(&port)))
+            .or_else(|| views.iter().find(|v| v.dst == dst))
+    };
     let stats = agent.stats();
     for (i, (now, before)) in sent.iter().zip(last).enumerate() {
+        let cr = agent_flow(i);
         let frames = now.0 - before.0;
         let bytes = now.1 - before.1;
         let bps = bytes as f64 * 8.0 / s;
@@ -262,7 +272,7 @@ fn report_gen(
                 "flow": i, "start": from.as_secs_f64(), "secs": s,
                 "frames": frames, "bytes": bytes, "bps": bps,
                 "cr_bps": cr.map(|c| c.cr_bps), "state": cr.map(|c| c.state),
-                "cnm_rx": stats.cnm_rx, "backpressure": stats.host_backpressure,
+                "cnm_rx": cr.map(|c| c.cnm_rx), "cnm_rx_total": stats.cnm_rx, "backpressure": stats.host_backpressure,
             });
             println!("{v}");
         } else {
@@ -272,7 +282,7 @@ fn report_gen(
                 from.as_secs_f64() + s,
                 bps / 1e6,
                 cr.map_or("-".into(), |c| format!("{:.3}", c.cr_bps as f64 / 1e6)),
-                stats.cnm_rx,
+                cr.map_or(0, |c| c.cnm_rx),
                 if summary { "  (summary)" } else { "" }
             );
         }
