@@ -1,2 +1,4 @@
 //! testbed.
 #![forbid(unsafe_code)]
+pub mod analysis;
+pub mod report;
