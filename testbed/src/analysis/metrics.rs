@@ -287,7 +287,11 @@ pub fn queue_stats(q: &QueueSeries, a: f64, b: f64, above: Option<u64>) -> Queue
         .sum::<f64>()
         / span;
     let time_above_s = above.map_or(0.0, |th| {
-        pieces.iter().filter(|p| p.0 > th).map(|p| p.1).sum()
+        // Folded from +0.0: an empty f64 sum is -0.0.
+        pieces
+            .iter()
+            .filter(|p| p.0 > th)
+            .fold(0.0, |acc, p| acc + p.1)
     });
     let max = pieces.iter().map(|p| p.0).max().unwrap_or(0);
     pieces.sort_by_key(|p| p.0);
