@@ -329,3 +329,32 @@ fn trace_reader_tolerates_garbage() {
     let d = read_trace(&junk[..], "junk", &TraceOptions::default());
     assert!(d.events.is_empty() && d.queues.is_empty());
 }
+
+#[test]
+fn cnm_events_attributed_by_source_mac() {
+    let text = "{\"type\":\"event\",\"event\":\"cnm\",\"at\":1000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\",\"qntz_fb\":5}\n\
+                {\"type\":\"event\",\"event\":\"cnm\",\"at\":2000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\"}\n\
+                {\"type\":\"event\",\"event\":\"cnm\",\"at\":3000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:02\"}\n\
+                {\"type\":\"event\",\"event\":\"cnm\",\"at\":4000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:09\"}\n";
+    let mut run = RunData::new(RunMeta::new("m", "sim", 1.0, 0));
+    run.add_flow(FlowSeries::new("f1", &[]).source_mac("02-00-00-00-00-01"));
+    run.add_flow(FlowSeries::new("f2", &[]).source_mac("02:00:00:00:00:02"));
+    run.add_flow(FlowSeries::new("f3", &[]).source_mac("02:00:00:00:00:02"));
+    run.absorb(read_trace(text.as_bytes(), "t", &TraceOptions::default()));
+    assert_eq!(run.flows[0].cnm_total(), 2);
+    // Shared source MAC: not attributed.
+    assert_eq!(run.flows[1].cnm_total(), 0);
+    assert!(
+        run.warnings
+            .iter()
+            .any(|w| w.contains("2 CNM events matched no single flow")),
+        "{:?}",
+        run.warnings
+    );
+    // Off when the runner counts CNMs itself.
+    let mut run2 = RunData::new(RunMeta::new("m", "sim", 1.0, 0));
+    run2.cnm_from_trace = false;
+    run2.add_flow(FlowSeries::new("f1", &[]).source_mac("02:00:00:00:00:01"));
+    run2.absorb(read_trace(text.as_bytes(), "t", &TraceOptions::default()));
+    assert_eq!(run2.flows[0].cnm_total(), 0);
+}

@@ -152,6 +152,10 @@ pub struct FlowSeries {
     pub samples: Vec<(f64, f64)>,
     /// CNMs received by the flow's reaction point: `(t_s, count)` increments.
     pub cnm: Vec<(f64, u64)>,
+    /// Source MAC address of the flow's frames: CNM trace events of congestion points
+    /// (`"event":"cnm"`, `"dst"` = the sampled frame's source) are attributed to the flow with
+    /// this address when exactly one flow has it.
+    pub src_mac: Option<String>,
     /// Rate the flow's generator meant to send (bit/s), for the fidelity check.
     pub intended_bps: Option<f64>,
     /// Rate the generator actually offered (bit/s), for the fidelity check.
@@ -173,6 +177,7 @@ impl FlowSeries {
             origin_s: 0.0,
             samples: Vec::new(),
             cnm: Vec::new(),
+            src_mac: None,
             intended_bps: None,
             offered_bps: None,
         }
@@ -201,6 +206,12 @@ impl FlowSeries {
     /// Changes the demand cap at `t_s` (`None` = greedy from then on).
     pub fn demand_step(mut self, t_s: f64, cap: Option<Rate>) -> Self {
         self.demand_changes.push((t_s, cap.map(Rate::as_f64)));
+        self
+    }
+
+    /// Sets the source MAC address (for attributing CP-side CNM events).
+    pub fn source_mac(mut self, mac: &str) -> Self {
+        self.src_mac = Some(normalize_mac(mac));
         self
     }
 
@@ -474,6 +485,9 @@ pub struct RunData {
     pub fidelity: FidelityInputs,
     /// Warnings gathered while filling the model (bad trace lines, ...).
     pub warnings: Vec<String>,
+    /// Whether [`RunData::absorb`] counts CNM trace events as CNMs received by flows (turn off
+    /// when the runner records per-flow CNM counters itself, to avoid counting twice).
+    pub cnm_from_trace: bool,
 }
 
 impl RunData {
@@ -488,6 +502,7 @@ impl RunData {
             bottlenecks: Vec::new(),
             fidelity: FidelityInputs::default(),
             warnings: Vec::new(),
+            cnm_from_trace: true,
         }
     }
 
@@ -554,21 +569,47 @@ impl RunData {
     }
 
     /// Merges what a trace reader produced: queues are merged by key, events appended, and
-    /// `cnm`/`cnm_rx` events naming a known flow are counted as CNMs received by that flow.
+    /// (when [`RunData::cnm_from_trace`]) `cnm`/`cnm_rx` events are counted as CNMs received by
+    /// the flow they name (`"flow"` field) or, failing that, by the only flow whose
+    /// [`FlowSeries::src_mac`] is the event's `"dst"`.
     pub fn absorb(&mut self, trace: crate::analysis::trace::TraceData) {
         for q in trace.queues {
             let dst = self.queue_mut(q.node.as_deref(), &q.port, q.priority, &q.kind);
             dst.samples.extend(q.samples);
             dst.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
-        for ev in &trace.events {
-            if ev.kind == "cnm_rx" || ev.kind == "cnm" {
-                if let Some(name) = &ev.flow {
-                    if let Some(f) = self.flow_mut(name) {
-                        f.push_cnm(ev.t_s);
-                    }
+        let mut unattributed = 0u64;
+        for ev in trace
+            .events
+            .iter()
+            .filter(|e| self.cnm_from_trace && (e.kind == "cnm_rx" || e.kind == "cnm"))
+        {
+            let by_name = ev
+                .flow
+                .as_deref()
+                .and_then(|n| self.flows.iter().position(|f| f.name == n));
+            let by_mac = || {
+                let dst = normalize_mac(ev.str_field("dst")?);
+                let mut it = self
+                    .flows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.src_mac.as_deref() == Some(dst.as_str()));
+                match (it.next(), it.next()) {
+                    (Some((i, _)), None) => Some(i),
+                    _ => None,
                 }
+            };
+            match by_name.or_else(by_mac) {
+                Some(i) => self.flows[i].push_cnm(ev.t_s),
+                None => unattributed += 1,
             }
+        }
+        if unattributed > 0 && !self.flows.is_empty() {
+            self.warnings.push(format!(
+                "trace {}: {unattributed} CNM events matched no single flow (no flow name, unknown or shared source MAC)",
+                trace.source
+            ));
         }
         self.events.extend(trace.events);
         self.events.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
@@ -587,6 +628,11 @@ impl RunData {
             ));
         }
     }
+}
+
+/// Lower-case, colon-separated form of a MAC address text (`AA-BB-..` → `aa:bb:..`).
+pub fn normalize_mac(mac: &str) -> String {
+    mac.trim().to_ascii_lowercase().replace('-', ":")
 }
 
 /// `Duration` in seconds (helper for callers holding typed durations).
