@@ -316,3 +316,33 @@ fn interval_builders() {
     assert!(close(metrics::mean_rate(&g, 0.5, 2.5).unwrap(), 1.5 * G));
     assert!(close(metrics::mean_rate(&g, 2.0, 2.5).unwrap(), 2.0 * G));
 }
+
+#[test]
+fn convergence_with_smoothing_ignores_sample_noise() {
+    // Alternating ±15 % around the share: raw samples never settle, a 40 ms mean does.
+    let mut run = RunData::new(RunMeta::new("noisy", "netns", 2.0, 1));
+    run.add_link(LinkSpec::new("bn", Rate::from_mbps(100)));
+    run.mark(0.0, "start");
+    for name in ["f1", "f2"] {
+        let mut f = FlowSeries::new(name, &["bn"]);
+        for k in 1..=200 {
+            let t = k as f64 * 0.01;
+            let base = if t <= 0.5 { 90e6 } else { 50e6 };
+            f.push_bps(t, base * if k % 2 == 0 { 1.15 } else { 0.85 });
+        }
+        run.add_flow(f);
+    }
+    let e = fair_share_epochs(&run).unwrap();
+    assert_eq!(
+        convergence_time(&run, &e, 0.0, 2.0, ConvergenceOptions::default()),
+        None
+    );
+    let opts = ConvergenceOptions {
+        smooth_s: 0.04,
+        ..Default::default()
+    };
+    let c = convergence_time(&run, &e, 0.0, 2.0, opts).unwrap();
+    // Samples ending at up to 0.5 s read 90 Mb/s (80 % above the 50 Mb/s share), and the 40 ms
+    // mean still includes them until 0.54 s.
+    assert!((0.5..=0.55).contains(&c), "{c}");
+}

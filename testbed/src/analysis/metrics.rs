@@ -174,6 +174,10 @@ pub struct ConvergenceOptions {
     pub tolerance: f64,
     /// Shares below this (bit/s) are skipped (a flow whose share is 0).
     pub min_share_bps: f64,
+    /// Judge the mean over the last `smooth_s` seconds ending at each sample instead of the
+    /// sample alone (0 = raw samples). Short sink intervals on a real network are noisy; a
+    /// window of a few sampling intervals keeps noise from reading as "not converged".
+    pub smooth_s: f64,
 }
 
 impl Default for ConvergenceOptions {
@@ -181,6 +185,7 @@ impl Default for ConvergenceOptions {
         Self {
             tolerance: 0.1,
             min_share_bps: 1.0,
+            smooth_s: 0.0,
         }
     }
 }
@@ -201,7 +206,13 @@ pub fn convergence_time(
         let mut last_bad: Option<f64> = None;
         let mut seen_good_after_bad = false;
         let mut seen = false;
-        for (from, to, v) in f.intervals() {
+        let smooth = Smoother::new(f);
+        for (from, to, raw) in f.intervals() {
+            let v = if opts.smooth_s > 0.0 {
+                smooth.mean(to - opts.smooth_s, to).unwrap_or(raw)
+            } else {
+                raw
+            };
             if to <= t_event || from >= horizon {
                 continue;
             }
@@ -244,6 +255,49 @@ pub fn convergence_time(
         }
     }
     any.then_some(settle - t_event)
+}
+
+/// Windowed means of a flow's throughput in O(log n) per query (prefix integrals).
+struct Smoother {
+    /// `(from, to, v)` intervals.
+    iv: Vec<(f64, f64, f64)>,
+    /// Integral of rate and covered time up to the end of each interval.
+    acc: Vec<(f64, f64)>,
+}
+
+impl Smoother {
+    fn new(f: &FlowSeries) -> Self {
+        let iv: Vec<(f64, f64, f64)> = f.intervals().collect();
+        let mut acc = Vec::with_capacity(iv.len());
+        let (mut bits, mut time) = (0.0, 0.0);
+        for &(a, b, v) in &iv {
+            bits += v * (b - a);
+            time += b - a;
+            acc.push((bits, time));
+        }
+        Self { iv, acc }
+    }
+
+    /// Integral of rate and covered time over `(-inf, t]`.
+    fn upto(&self, t: f64) -> (f64, f64) {
+        // First interval ending after t.
+        let j = self.iv.partition_point(|x| x.1 <= t);
+        let (mut bits, mut time) = if j == 0 { (0.0, 0.0) } else { self.acc[j - 1] };
+        if let Some(&(a, _, v)) = self.iv.get(j) {
+            if t > a {
+                bits += v * (t - a);
+                time += t - a;
+            }
+        }
+        (bits, time)
+    }
+
+    fn mean(&self, a: f64, b: f64) -> Option<f64> {
+        let (b1, t1) = self.upto(b);
+        let (b0, t0) = self.upto(a);
+        let dt = t1 - t0;
+        (dt > 0.0).then(|| (b1 - b0) / dt)
+    }
 }
 
 /// Time-weighted queue statistics over a window.

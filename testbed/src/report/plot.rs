@@ -444,6 +444,7 @@ pub fn queue_chart(run: &RunData, y_max_bytes: Option<f64>) -> ChartSpec {
             prev = v;
         }
         pts.push((end.max(pts.last().map_or(0.0, |p| p.0)), prev));
+        let width = if pts.len() > 2000 { 1 } else { 2 };
         let label = run
             .bottlenecks
             .iter()
@@ -454,7 +455,7 @@ pub fn queue_chart(run: &RunData, y_max_bytes: Option<f64>) -> ChartSpec {
             color: PALETTE[i % PALETTE.len()],
             points: pts,
             dashed: false,
-            width: 2,
+            width,
         });
     }
     for (v, label, color) in [
