@@ -316,9 +316,10 @@ fn trace_reader_tolerates_garbage() {
             .events_from(Some("sw9"), &["4", "eth4"]),
     );
     run.absorb(d);
-    assert_eq!(run.flows[0].cnm_total(), 1);
     assert!(run.warnings.iter().any(|w| w.contains("unreadable")));
     let a = analyze(&run, &Default::default());
+    assert_eq!(a.summary.flows[0].cnm_rx, 1);
+    assert_eq!(a.cnms.side, "rp");
     assert_eq!(a.summary.bottlenecks[0].drops, 1);
     assert_eq!(a.summary.bottlenecks[0].pause_tx, 1);
     // Pure random bytes.
@@ -331,30 +332,61 @@ fn trace_reader_tolerates_garbage() {
 }
 
 #[test]
-fn cnm_events_attributed_by_source_mac() {
-    let text = "{\"type\":\"event\",\"event\":\"cnm\",\"at\":1000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\",\"qntz_fb\":5}\n\
-                {\"type\":\"event\",\"event\":\"cnm\",\"at\":2000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\"}\n\
-                {\"type\":\"event\",\"event\":\"cnm\",\"at\":3000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:02\"}\n\
-                {\"type\":\"event\",\"event\":\"cnm\",\"at\":4000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:09\"}\n";
+fn cnm_events_attributed_to_flows() {
+    // CP side (switch sw0, "dst" = sampled source) only.
+    let cp = "{\"type\":\"event\",\"event\":\"cnm\",\"at\":1000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\",\"qntz_fb\":5}\n\
+              {\"type\":\"event\",\"event\":\"cnm\",\"at\":2000,\"node\":\"sw0\",\"port\":1,\"priority\":3,\"dst\":\"02:00:00:00:00:01\"}\n\
+              {\"type\":\"event\",\"event\":\"cnm\",\"at\":3000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:02\"}\n\
+              {\"type\":\"event\",\"event\":\"cnm\",\"at\":4000,\"node\":\"sw0\",\"port\":2,\"priority\":3,\"dst\":\"02:00:00:00:00:09\"}\n";
+    // RP side (hosts, numeric flow ids), as the simulator and rp-agent trace them.
+    let rp = "{\"type\":\"event\",\"event\":\"cnm\",\"at\":1500,\"node\":\"h1\",\"flow\":0,\"qntz_fb\":3}\n\
+              {\"type\":\"event\",\"event\":\"cnm\",\"at\":2500,\"node\":\"h2\",\"flow\":0}\n\
+              {\"type\":\"event\",\"event\":\"cnm\",\"at\":2600,\"node\":\"h2\",\"flow\":0}\n\
+              {\"type\":\"event\",\"event\":\"rate_change\",\"at\":2700,\"node\":\"h2\",\"flow\":0,\"cr_bps\":5}\n";
+    let flows = || {
+        vec![
+            FlowSeries::new("f1", &[])
+                .source_mac("02-00-00-00-00-01")
+                .at_host("h1", Some(0)),
+            FlowSeries::new("f2", &[])
+                .source_mac("02:00:00:00:00:02")
+                .at_host("h2", Some(0)),
+            FlowSeries::new("f3", &[])
+                .source_mac("02:00:00:00:00:02")
+                .at_host("h3", Some(0)),
+        ]
+    };
     let mut run = RunData::new(RunMeta::new("m", "sim", 1.0, 0));
-    run.add_flow(FlowSeries::new("f1", &[]).source_mac("02-00-00-00-00-01"));
-    run.add_flow(FlowSeries::new("f2", &[]).source_mac("02:00:00:00:00:02"));
-    run.add_flow(FlowSeries::new("f3", &[]).source_mac("02:00:00:00:00:02"));
-    run.absorb(read_trace(text.as_bytes(), "t", &TraceOptions::default()));
-    assert_eq!(run.flows[0].cnm_total(), 2);
-    // Shared source MAC: not attributed.
-    assert_eq!(run.flows[1].cnm_total(), 0);
+    flows().into_iter().for_each(|f| {
+        run.add_flow(f);
+    });
+    run.absorb(read_trace(cp.as_bytes(), "cp", &TraceOptions::default()));
+    let a = analyze(&run, &Default::default());
+    assert_eq!(a.cnms.side, "cp");
+    assert_eq!(a.summary.flows[0].cnm_rx, 2);
+    // Shared source MAC (f2, f3) and an unknown one: not attributed, and said so.
+    assert_eq!(a.summary.flows[1].cnm_rx, 0);
+    assert_eq!(a.cnms.unattributed, 2);
     assert!(
-        run.warnings
+        a.summary
+            .warnings
             .iter()
-            .any(|w| w.contains("2 CNM events matched no single flow")),
+            .any(|w| w.contains("2 CNM trace events")),
         "{:?}",
-        run.warnings
+        a.summary.warnings
     );
+    // With the hosts' traces too, only the RP side counts (no double counting).
+    run.absorb(read_trace(rp.as_bytes(), "rp", &TraceOptions::default()));
+    let a = analyze(&run, &Default::default());
+    assert_eq!(a.cnms.side, "rp");
+    let got: Vec<u64> = a.summary.flows.iter().map(|f| f.cnm_rx).collect();
+    assert_eq!(got, vec![1, 2, 0]);
+    let csv = testbed::analysis::csv::cnms_csv(&run, &a.cnms.per_flow);
+    assert_eq!(csv.lines().count(), 1 + 3);
     // Off when the runner counts CNMs itself.
-    let mut run2 = RunData::new(RunMeta::new("m", "sim", 1.0, 0));
-    run2.cnm_from_trace = false;
-    run2.add_flow(FlowSeries::new("f1", &[]).source_mac("02:00:00:00:00:01"));
-    run2.absorb(read_trace(text.as_bytes(), "t", &TraceOptions::default()));
-    assert_eq!(run2.flows[0].cnm_total(), 0);
+    run.cnm_from_trace = false;
+    run.flows[2].push_cnm_count(0.5, 7);
+    let a = analyze(&run, &Default::default());
+    let got: Vec<u64> = a.summary.flows.iter().map(|f| f.cnm_rx).collect();
+    assert_eq!(got, vec![0, 0, 7]);
 }

@@ -45,12 +45,13 @@ pub fn queues_csv(run: &RunData) -> String {
     s
 }
 
-/// `cnms.csv` text.
-pub fn cnms_csv(run: &RunData) -> String {
+/// `cnms.csv` text from the per-flow CNM lists of
+/// [`crate::analysis::metrics::attribute_cnms`].
+pub fn cnms_csv(run: &RunData, per_flow: &[Vec<(f64, u64)>]) -> String {
     let mut s = String::from("t_s,flow,count\n");
-    for f in &run.flows {
+    for (f, cnm) in run.flows.iter().zip(per_flow) {
         let name = field(&f.name);
-        for (t, n) in &f.cnm {
+        for (t, n) in cnm {
             let _ = writeln!(s, "{t},{name},{n}");
         }
     }

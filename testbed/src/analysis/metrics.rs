@@ -14,7 +14,7 @@
 //! - CNM rate: CNMs received per second per flow.
 
 use super::maxmin::{max_min, MmFlow};
-use super::model::{Bottleneck, FlowSeries, QueueSeries, RunData};
+use super::model::{normalize_mac, Bottleneck, Event, FlowSeries, QueueSeries, RunData};
 
 /// Jain's index of `xs`; `None` for an empty vector or all zeros.
 pub fn jain(xs: &[f64]) -> Option<f64> {
@@ -300,6 +300,108 @@ impl Smoother {
     }
 }
 
+/// How the CNM trace events of a run were attributed to flows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CnmAttribution {
+    /// Per flow (same order as [`RunData::flows`]): `(t_s, count)`, the runner's own counts
+    /// ([`FlowSeries::cnm`]) followed by the attributed trace events, in time order.
+    pub per_flow: Vec<Vec<(f64, u64)>>,
+    /// Events counted from the reaction-point side (received CNMs).
+    pub rp_side: u64,
+    /// Events counted from the congestion-point side (sent CNMs).
+    pub cp_side: u64,
+    /// CNM events that matched no single flow on the side used.
+    pub unattributed: u64,
+    /// `"rp"`, `"cp"` or `"none"`: the side used.
+    pub side: &'static str,
+}
+
+/// Attributes CNM trace events (`cnm`, `cnm_rx`) to flows, when [`RunData::cnm_from_trace`].
+///
+/// Reaction-point events (written by a host: the event's node is a flow's
+/// [`FlowSeries::host`], or its string `"flow"` field is a flow's name) count CNMs received and
+/// are preferred. Only when the run has none are congestion-point events used: those carry the
+/// sampled frame's source address in `"dst"`, matched against [`FlowSeries::src_mac`] (a CNM
+/// sent is not always received, so CP-side counts are an upper bound). Using one side only
+/// keeps a CNM from being counted twice when both daemons trace it.
+pub fn attribute_cnms(run: &RunData) -> CnmAttribution {
+    let mut per_flow: Vec<Vec<(f64, u64)>> = run.flows.iter().map(|f| f.cnm.clone()).collect();
+    let mut out = CnmAttribution {
+        side: "none",
+        ..Default::default()
+    };
+    if run.cnm_from_trace {
+        let cnm_events = || {
+            run.events
+                .iter()
+                .filter(|e| e.kind == "cnm" || e.kind == "cnm_rx")
+        };
+        let rp_match = |e: &Event| -> Option<usize> {
+            if let Some(name) = &e.flow {
+                if let Some(i) = run.flows.iter().position(|f| &f.name == name) {
+                    return Some(i);
+                }
+            }
+            let node = e.node.as_deref()?;
+            let id = e.fields.get("flow").and_then(|v| v.as_u64());
+            let mut it = run.flows.iter().enumerate().filter(|(_, f)| {
+                f.host.as_deref() == Some(node)
+                    && (f.rp_flow.is_none() || id.is_none() || f.rp_flow == id)
+            });
+            match (it.next(), it.next()) {
+                (Some((i, _)), None) => Some(i),
+                _ => None,
+            }
+        };
+        let is_rp_side = |e: &Event| {
+            e.flow.is_some()
+                || e.node
+                    .as_deref()
+                    .is_some_and(|n| run.flows.iter().any(|f| f.host.as_deref() == Some(n)))
+        };
+        let cp_match = |e: &Event| -> Option<usize> {
+            let dst = normalize_mac(e.str_field("dst")?);
+            let mut it = run
+                .flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.src_mac.as_deref() == Some(dst.as_str()));
+            match (it.next(), it.next()) {
+                (Some((i, _)), None) => Some(i),
+                _ => None,
+            }
+        };
+        if cnm_events().any(&is_rp_side) {
+            out.side = "rp";
+            for e in cnm_events().filter(|e| is_rp_side(e)) {
+                match rp_match(e) {
+                    Some(i) => {
+                        per_flow[i].push((e.t_s, 1));
+                        out.rp_side += 1;
+                    }
+                    None => out.unattributed += 1,
+                }
+            }
+        } else if cnm_events().any(|e| e.str_field("dst").is_some()) {
+            out.side = "cp";
+            for e in cnm_events().filter(|e| e.str_field("dst").is_some()) {
+                match cp_match(e) {
+                    Some(i) => {
+                        per_flow[i].push((e.t_s, 1));
+                        out.cp_side += 1;
+                    }
+                    None => out.unattributed += 1,
+                }
+            }
+        }
+    }
+    for v in &mut per_flow {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out.per_flow = per_flow;
+    out
+}
+
 /// Time-weighted queue statistics over a window.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct QueueStats {
@@ -408,10 +510,9 @@ pub fn count_events(run: &RunData, bn: &Bottleneck, kind: &str, a: f64, b: f64) 
         .count() as u64
 }
 
-/// CNMs received by `flow` per second over `[a, b)`.
-pub fn cnm_per_s(flow: &FlowSeries, a: f64, b: f64) -> f64 {
-    let n: u64 = flow
-        .cnm
+/// CNMs per second over `[a, b)` of a `(t, count)` list.
+pub fn cnm_per_s(cnm: &[(f64, u64)], a: f64, b: f64) -> f64 {
+    let n: u64 = cnm
         .iter()
         .filter(|c| c.0 >= a && c.0 < b)
         .map(|c| c.1)
@@ -423,14 +524,15 @@ pub fn cnm_per_s(flow: &FlowSeries, a: f64, b: f64) -> f64 {
     }
 }
 
-/// CNMs per second of `flow` in bins of `bin_s` over `[0, end)`: `(bin middle, rate)`.
-pub fn cnm_rate_series(flow: &FlowSeries, bin_s: f64, end: f64) -> Vec<(f64, f64)> {
+/// CNMs per second of a `(t, count)` list in bins of `bin_s` over `[0, end)`:
+/// `(bin middle, rate)`.
+pub fn cnm_rate_series(cnm: &[(f64, u64)], bin_s: f64, end: f64) -> Vec<(f64, f64)> {
     if bin_s.is_nan() || end.is_nan() || bin_s <= 0.0 || end <= 0.0 {
         return Vec::new();
     }
     let bins = ((end / bin_s).ceil() as usize).clamp(1, 1_000_000);
     let mut counts = vec![0u64; bins];
-    for &(t, n) in &flow.cnm {
+    for &(t, n) in cnm {
         if t >= 0.0 && t < end {
             let k = ((t / bin_s) as usize).min(bins - 1);
             counts[k] += n;

@@ -153,9 +153,14 @@ pub struct FlowSeries {
     /// CNMs received by the flow's reaction point: `(t_s, count)` increments.
     pub cnm: Vec<(f64, u64)>,
     /// Source MAC address of the flow's frames: CNM trace events of congestion points
-    /// (`"event":"cnm"`, `"dst"` = the sampled frame's source) are attributed to the flow with
-    /// this address when exactly one flow has it.
+    /// (`"event":"cnm"` with `"dst"` = the sampled frame's source) are attributed to the flow
+    /// with this address when exactly one flow has it.
     pub src_mac: Option<String>,
+    /// Node (host) whose reaction point limits the flow: its `cnm` events count for the flow.
+    pub host: Option<String>,
+    /// The flow's number at its host's reaction point (the `"flow"` field of its events);
+    /// `None` = every RP event of the host.
+    pub rp_flow: Option<u64>,
     /// Rate the flow's generator meant to send (bit/s), for the fidelity check.
     pub intended_bps: Option<f64>,
     /// Rate the generator actually offered (bit/s), for the fidelity check.
@@ -178,6 +183,8 @@ impl FlowSeries {
             samples: Vec::new(),
             cnm: Vec::new(),
             src_mac: None,
+            host: None,
+            rp_flow: None,
             intended_bps: None,
             offered_bps: None,
         }
@@ -212,6 +219,13 @@ impl FlowSeries {
     /// Sets the source MAC address (for attributing CP-side CNM events).
     pub fn source_mac(mut self, mac: &str) -> Self {
         self.src_mac = Some(normalize_mac(mac));
+        self
+    }
+
+    /// Sets the host whose reaction point limits the flow (and the flow's number there).
+    pub fn at_host(mut self, host: &str, rp_flow: Option<u64>) -> Self {
+        self.host = Some(host.to_string());
+        self.rp_flow = rp_flow;
         self
     }
 
@@ -293,7 +307,7 @@ impl FlowSeries {
         }
     }
 
-    /// Total CNMs received.
+    /// Total CNMs recorded with [`FlowSeries::push_cnm`] (trace events not included).
     pub fn cnm_total(&self) -> u64 {
         self.cnm.iter().map(|c| c.1).sum()
     }
@@ -485,8 +499,9 @@ pub struct RunData {
     pub fidelity: FidelityInputs,
     /// Warnings gathered while filling the model (bad trace lines, ...).
     pub warnings: Vec<String>,
-    /// Whether [`RunData::absorb`] counts CNM trace events as CNMs received by flows (turn off
-    /// when the runner records per-flow CNM counters itself, to avoid counting twice).
+    /// Whether CNM trace events count as CNMs received by flows, in addition to
+    /// [`FlowSeries::cnm`] (turn off when the runner records per-flow CNM counts itself, to
+    /// avoid counting twice).
     pub cnm_from_trace: bool,
 }
 
@@ -568,48 +583,14 @@ impl RunData {
         self.links.iter().find(|l| l.name == name)
     }
 
-    /// Merges what a trace reader produced: queues are merged by key, events appended, and
-    /// (when [`RunData::cnm_from_trace`]) `cnm`/`cnm_rx` events are counted as CNMs received by
-    /// the flow they name (`"flow"` field) or, failing that, by the only flow whose
-    /// [`FlowSeries::src_mac`] is the event's `"dst"`.
+    /// Merges what a trace reader produced: queues are merged by key, events appended (CNM
+    /// events are attributed to flows at analysis time, see
+    /// [`crate::analysis::metrics::attribute_cnms`]).
     pub fn absorb(&mut self, trace: crate::analysis::trace::TraceData) {
         for q in trace.queues {
             let dst = self.queue_mut(q.node.as_deref(), &q.port, q.priority, &q.kind);
             dst.samples.extend(q.samples);
             dst.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        let mut unattributed = 0u64;
-        for ev in trace
-            .events
-            .iter()
-            .filter(|e| self.cnm_from_trace && (e.kind == "cnm_rx" || e.kind == "cnm"))
-        {
-            let by_name = ev
-                .flow
-                .as_deref()
-                .and_then(|n| self.flows.iter().position(|f| f.name == n));
-            let by_mac = || {
-                let dst = normalize_mac(ev.str_field("dst")?);
-                let mut it = self
-                    .flows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| f.src_mac.as_deref() == Some(dst.as_str()));
-                match (it.next(), it.next()) {
-                    (Some((i, _)), None) => Some(i),
-                    _ => None,
-                }
-            };
-            match by_name.or_else(by_mac) {
-                Some(i) => self.flows[i].push_cnm(ev.t_s),
-                None => unattributed += 1,
-            }
-        }
-        if unattributed > 0 && !self.flows.is_empty() {
-            self.warnings.push(format!(
-                "trace {}: {unattributed} CNM events matched no single flow (no flow name, unknown or shared source MAC)",
-                trace.source
-            ));
         }
         self.events.extend(trace.events);
         self.events.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));

@@ -116,6 +116,8 @@ pub struct Analysis {
     pub summary: Summary,
     /// Fair shares over time (empty when they could not be computed).
     pub epochs: Vec<Epoch>,
+    /// CNMs per flow (runner counts and attributed trace events).
+    pub cnms: metrics::CnmAttribution,
 }
 
 /// Analyzes a run.
@@ -130,8 +132,16 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
             Vec::new()
         }
     };
+    let cnms = metrics::attribute_cnms(run);
+    if cnms.unattributed > 0 {
+        warnings.push(format!(
+            "{} CNM trace events ({}-side) matched no single flow (set the flows' host/src_mac)",
+            cnms.unattributed, cnms.side
+        ));
+    }
     let mut flows = Vec::new();
     for (i, f) in run.flows.iter().enumerate() {
+        let cnm = &cnms.per_flow[i];
         let mean = metrics::mean_rate(f, a, b);
         let share = metrics::mean_share(&epochs, i, a, b);
         if mean.is_none() && f.is_active_at(0.5 * (a + b)) {
@@ -144,8 +154,8 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
             name: f.name.clone(),
             mean_bps: mean,
             fair_share_bps: share,
-            cnm_rx: f.cnm_total(),
-            cnm_per_s: metrics::cnm_per_s(f, a, b),
+            cnm_rx: cnm.iter().map(|c| c.1).sum(),
+            cnm_per_s: metrics::cnm_per_s(cnm, a, b),
             share_ratio: match (mean, share) {
                 (Some(m), Some(s)) if s > 0.0 => Some(m / s),
                 _ => None,
@@ -232,7 +242,11 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         faithful: fid.faithful,
         warnings,
     };
-    Analysis { summary, epochs }
+    Analysis {
+        summary,
+        epochs,
+        cnms,
+    }
 }
 
 impl Summary {

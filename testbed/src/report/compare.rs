@@ -230,19 +230,20 @@ fn compare_plots(
     }
     out.extend(plot::render(&[q], 1, &dir.join("queues"), (1000, 560))?);
     let mut max_cnm: f64 = 0.0;
-    for r in runs {
+    for (r, a) in runs.iter().zip(analyses) {
         let bin = plot::cnm_bin(r);
-        for f in &r.flows {
-            for (_, v) in crate::analysis::metrics::cnm_rate_series(f, bin, r.meta.duration_s) {
+        for cnm in &a.cnms.per_flow {
+            for (_, v) in crate::analysis::metrics::cnm_rate_series(cnm, bin, r.meta.duration_s) {
                 max_cnm = max_cnm.max(v);
             }
         }
     }
     let panels: Vec<ChartSpec> = runs
         .iter()
+        .zip(analyses)
         .zip(labels)
-        .map(|(r, l)| {
-            let mut c = plot::cnm_chart(r, Some(max_cnm.max(1.0)));
+        .map(|((r, a), l)| {
+            let mut c = plot::cnm_chart(r, a, Some(max_cnm.max(1.0)));
             c.title = format!("{l}: CNMs per flow");
             c
         })

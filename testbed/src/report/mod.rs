@@ -83,7 +83,12 @@ pub fn write_run(dir: &Path, run: &RunData, opts: &ReportOptions) -> std::io::Re
         &mut files,
     )?;
     write(dir, "queues.csv", &csv::queues_csv(run), &mut files)?;
-    write(dir, "cnms.csv", &csv::cnms_csv(run), &mut files)?;
+    write(
+        dir,
+        "cnms.csv",
+        &csv::cnms_csv(run, &analysis.cnms.per_flow),
+        &mut files,
+    )?;
     files.extend(plots.iter().cloned());
     let md = report_markdown(&analysis.summary, !plots.is_empty());
     write(dir, "report.md", &md, &mut files)?;

@@ -495,14 +495,16 @@ pub fn cnm_bin(run: &RunData) -> f64 {
 }
 
 /// CNMs received per second per flow.
-pub fn cnm_chart(run: &RunData, y_max: Option<f64>) -> ChartSpec {
+pub fn cnm_chart(run: &RunData, analysis: &Analysis, y_max: Option<f64>) -> ChartSpec {
     let bin = cnm_bin(run);
     let lines = run
         .flows
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            let series = cnm_rate_series(f, bin, run.meta.duration_s);
+            let empty = Vec::new();
+            let cnm = analysis.cnms.per_flow.get(i).unwrap_or(&empty);
+            let series = cnm_rate_series(cnm, bin, run.meta.duration_s);
             let mut pts = Vec::new();
             for (t, v) in series {
                 pts.push((t - bin / 2.0, v));
@@ -543,6 +545,11 @@ pub fn plot_run(dir: &Path, run: &RunData, analysis: &Analysis) -> Result<Vec<Pa
         &dir.join("queues"),
         size,
     )?);
-    out.extend(render(&[cnm_chart(run, None)], 1, &dir.join("cnms"), size)?);
+    out.extend(render(
+        &[cnm_chart(run, analysis, None)],
+        1,
+        &dir.join("cnms"),
+        size,
+    )?);
     Ok(out)
 }
