@@ -312,6 +312,47 @@ impl FlowSeries {
         self.cnm.iter().map(|c| c.1).sum()
     }
 
+    /// Fills the throughput samples from rate events of the flow's reaction point (e.g.
+    /// `rate_change` with `cr_bps`, the current rate of 802.1Q-2011 clause 32.13): each event's
+    /// rate holds until the next one, the last until `end_s`. For a greedy flow limited by its
+    /// RP this is the sending rate; a sink's measurements are preferred when available.
+    /// Returns how many events were used.
+    pub fn fill_from_rate_events(
+        &mut self,
+        events: &[Event],
+        kind: &str,
+        field: &str,
+        end_s: f64,
+    ) -> usize {
+        let Some(host) = self.host.clone() else {
+            return 0;
+        };
+        let mut steps: Vec<(f64, f64)> = events
+            .iter()
+            .filter(|e| e.kind == kind && e.node.as_deref() == Some(host.as_str()))
+            .filter(|e| {
+                let id = e.fields.get("flow").and_then(|v| v.as_u64());
+                self.rp_flow.is_none() || id.is_none() || self.rp_flow == id
+            })
+            .filter_map(|e| Some((e.t_s, e.fields.get(field)?.as_f64()?)))
+            .collect();
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let Some(&(t0, _)) = steps.first() else {
+            return 0;
+        };
+        self.samples.clear();
+        self.origin_s = t0;
+        for w in steps.windows(2) {
+            self.push_bps(w[1].0, w[0].1);
+        }
+        if let Some(&(t, v)) = steps.last() {
+            if end_s > t {
+                self.push_bps(end_s, v);
+            }
+        }
+        steps.len()
+    }
+
     /// The throughput samples as intervals `(from, to, bps)`.
     pub fn intervals(&self) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
         let mut prev = self.origin_s;

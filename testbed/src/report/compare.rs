@@ -231,7 +231,7 @@ fn compare_plots(
     out.extend(plot::render(&[q], 1, &dir.join("queues"), (1000, 560))?);
     let mut max_cnm: f64 = 0.0;
     for (r, a) in runs.iter().zip(analyses) {
-        let bin = plot::cnm_bin(r);
+        let bin = plot::cnm_bin(r, a);
         for cnm in &a.cnms.per_flow {
             for (_, v) in crate::analysis::metrics::cnm_rate_series(cnm, bin, r.meta.duration_s) {
                 max_cnm = max_cnm.max(v);

@@ -185,6 +185,18 @@ pub fn decimate(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
     out
 }
 
+/// Tick label with as many decimals as the ticks of an axis spanning `span` need (about ten
+/// ticks per axis).
+fn tick(v: f64, span: f64) -> String {
+    let step = span / 10.0;
+    let d = if step > 0.0 && step.is_finite() {
+        (-step.log10().floor()).clamp(0.0, 6.0) as usize
+    } else {
+        0
+    };
+    format!("{v:.d$}")
+}
+
 /// Draws one chart on `area`.
 pub fn draw_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -198,12 +210,15 @@ pub fn draw_chart<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(area)
         .caption(&spec.title, ("sans-serif", 20))
         .margin(12)
+        .margin_right(28)
         .x_label_area_size(48)
         .y_label_area_size(72)
         .build_cartesian_2d(x0..x1, 0f64..y1)
         .map_err(err)?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|v| tick(*v, x1 - x0))
+        .y_label_formatter(&|v| tick(*v, y1))
         .x_desc(spec.x_label.as_str())
         .y_desc(spec.y_label.as_str())
         .label_style(("sans-serif", 14))
@@ -484,19 +499,27 @@ pub fn queue_chart(run: &RunData, y_max_bytes: Option<f64>) -> ChartSpec {
     }
 }
 
-/// Bin width for CNM rates: about 100 bins over the run.
-pub fn cnm_bin(run: &RunData) -> f64 {
+/// Bin width for CNM rates: 100 bins over the run, fewer (down to 10) when the busiest flow
+/// would average under 10 CNMs per bin, so that the rates are not mostly 0 or 1 per bin.
+pub fn cnm_bin(run: &RunData, analysis: &Analysis) -> f64 {
     let d = run.meta.duration_s;
-    if d > 0.0 {
-        d / 100.0
-    } else {
-        1.0
+    if d <= 0.0 {
+        return 1.0;
     }
+    let busiest = analysis
+        .cnms
+        .per_flow
+        .iter()
+        .map(|c| c.iter().map(|x| x.1).sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let bins = (busiest / 10).clamp(10, 100);
+    d / bins as f64
 }
 
 /// CNMs received per second per flow.
 pub fn cnm_chart(run: &RunData, analysis: &Analysis, y_max: Option<f64>) -> ChartSpec {
-    let bin = cnm_bin(run);
+    let bin = cnm_bin(run, analysis);
     let lines = run
         .flows
         .iter()
