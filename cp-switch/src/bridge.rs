@@ -11,7 +11,8 @@
 //!    shared buffer is full (drop-tail; in lossless mode the buffer sends XOFF upstream at Qhigh
 //!    so that, with an honouring peer, it never fills). *Input congestion point hook:* every
 //!    enqueue here passes `(now, frame length, buffer occupancy)` through
-//!    `Bridge::input_enqueued`.
+//!    `Bridge::input_enqueued`, where an input congestion point ([`crate::cp`], placement
+//!    `input`) samples.
 //! 3. The fabric ([`crate::sched`]) moves frames from VOQs into the output queue of (output,
 //!    priority) round-robin across inputs, **only when the frame fits**: a full output queue
 //!    holds frames in their VOQs (backpressure), which is what fills input buffers and fires
@@ -20,8 +21,13 @@
 //!    `buffers.on_output_full = "drop"` the fabric instead drops a frame that does not fit,
 //!    counted `output_full`: the VOQs then never hold frames and the bridge behaves as the
 //!    output-queued drop-tail switch of the QCN papers.) *Output congestion point
-//!    hook:* every enqueue passes through `Bridge::output_enqueued`.
-//! 4. [`Bridge::poll_transmit`] serves each port: control frames (PAUSE/PFC, later CNMs) first
+//!    hook:* every enqueue passes through `Bridge::output_enqueued`, where the standard output
+//!    congestion point ([`crate::cp`]) samples.
+//!
+//!    A congestion point that finds `Fb < 0` in a sample makes the bridge build a CNM from the
+//!    sampled frame (`cnm_proto::wire::build_cnm`, into a stack buffer) and queue it on the
+//!    control queue of the port the sampled frame arrived on.
+//! 4. [`Bridge::poll_transmit`] serves each port: control frames (PAUSE/PFC, CNMs) first
 //!    and never paused; then frames whose propagation delay ([`crate::delay`]) has elapsed; then
 //!    data, chosen among the priorities not stopped by a received PAUSE/PFC (strict or DWRR,
 //!    [`crate::sched`]), paced by the port's [`crate::shaper`]. A frame leaves its queue only if
@@ -40,6 +46,7 @@
 //! largest backlog seen.
 
 use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
+use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, Decision};
@@ -54,15 +61,32 @@ use crate::stats::{
 use crate::voq::InputBuffer;
 use crate::PortId;
 use cnm_proto::rng::Rng;
-use cnm_proto::wire::{build_pause_frame, EthernetAddress, MacControlRepr};
+use cnm_proto::wire::{
+    build_cnm, build_pause_frame, quantize_queue, CnmParams, EthernetAddress, MacControlRepr,
+};
 use cnm_proto::{Duration, Instant, Rate};
 use std::collections::VecDeque;
 
 const P: usize = NUM_PRIORITIES;
 
+/// `cp_slot` value of a queue without a congestion point.
+const NO_CP: u16 = u16::MAX;
+
+/// Room for the largest CNM: Ethernet header (14) + two VLAN tags (8) + CN-TAG (4) + CNM PDU
+/// with a 64-octet MSDU (24 + 64) = 114 octets.
+const CNM_BUF: usize = 128;
+
 /// Interval between sweeps of the FDB for aged entries (lookups ignore expired entries in
 /// between, so this only bounds how long they occupy room).
 const FDB_SWEEP: Duration = Duration::from_secs(1);
+
+/// Where the frame a congestion point sampled sits: the back of a VOQ (input buffer `q`, VOQ
+/// for output `o`) or of an output queue `q`.
+#[derive(Debug, Clone, Copy)]
+enum QueueRef {
+    Input(usize, usize),
+    Output(usize),
+}
 
 /// The bridge.
 #[derive(Debug)]
@@ -87,8 +111,18 @@ pub struct Bridge {
     events_lost: u64,
     last_now: Instant,
     next_sweep: Instant,
-    #[allow(dead_code)] // kept for the congestion points (sampling) that will use it
+    /// Draws the congestion points' sampling jitter.
     rng: Rng,
+    /// Congestion points, by port then priority.
+    cps: Vec<CongestionPoint>,
+    /// Index into `cps` of the CP of queue `port * 8 + priority` (input buffers or output
+    /// queues, per `cp_placement`), or [`NO_CP`].
+    cp_slot: Vec<u16>,
+    cp_placement: Placement,
+    /// PCP of the CNMs' VLAN tag.
+    cnm_priority: u8,
+    /// Encapsulated MSDU octets per CNM.
+    cnm_msdu: usize,
 }
 
 #[derive(Debug)]
@@ -110,8 +144,8 @@ struct Port {
 }
 
 impl Bridge {
-    /// A bridge for `cfg` (validated first). `rng` seeds the FDB hash and, later, the
-    /// congestion points' sampling.
+    /// A bridge for `cfg` (validated first). `rng` seeds the FDB hash and the congestion
+    /// points' sampling.
     pub fn new(cfg: BridgeConfig, mut rng: Rng) -> Result<Bridge, ConfigError> {
         cfg.validate()?;
         let n = cfg.ports.len();
@@ -154,6 +188,27 @@ impl Bridge {
                 fdb.add_static(s.mac, s.vid.unwrap_or(cfg.pvid), PortId(i as u16));
             }
         }
+        let cnpv = cfg.cp.cnpv_mask();
+        let mut cps = Vec::new();
+        let mut cp_slot = vec![NO_CP; n * P];
+        if cfg.cp.placement != Placement::Off {
+            for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
+                for (p, s) in slot.iter_mut().enumerate() {
+                    if cnpv & (1 << p) != 0 {
+                        // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
+                        *s = cps.len() as u16;
+                        cps.push(CongestionPoint::new(
+                            &cfg.cp,
+                            cfg.mac,
+                            PortId(i as u16),
+                            p as u8,
+                            cfg.cp.placement,
+                            &mut rng,
+                        ));
+                    }
+                }
+            }
+        }
         Ok(Bridge {
             pvid: cfg.pvid,
             max_frame: max_frame as usize,
@@ -176,6 +231,11 @@ impl Bridge {
             last_now: Instant::ZERO,
             next_sweep: Instant::ZERO,
             rng,
+            cps,
+            cp_slot,
+            cp_placement: cfg.cp.placement,
+            cnm_priority: cfg.cp.cnm_priority,
+            cnm_msdu: cfg.cp.cp_min_header_octets,
         })
     }
 
@@ -232,7 +292,7 @@ impl Bridge {
         match decide(&self.fdb, now, ingress, c.dst, c.vid) {
             Decision::Unicast(o) => {
                 if self.ports[o.index()].up {
-                    self.enqueue(now, i, p, o.index(), frame);
+                    self.enqueue(now, i, p, o.index(), frame, c.cn_exempt);
                 } else {
                     self.drop_frame(now, ingress, Some(p), DropReason::PortDown);
                 }
@@ -246,7 +306,7 @@ impl Bridge {
                 for o in 0..self.ports.len() {
                     if o != i && self.ports[o].up {
                         any = true;
-                        self.enqueue(now, i, p, o, frame);
+                        self.enqueue(now, i, p, o, frame, c.cn_exempt);
                     }
                 }
                 if !any {
@@ -429,6 +489,7 @@ impl Bridge {
                 drops: p.counters.drops.total(),
                 pause_tx: p.counters.pause_tx,
                 pause_rx: p.counters.pause_rx,
+                cnm_tx: p.counters.cnm_tx,
                 flooded: p.counters.flooded,
                 drop_reasons: p.counters.drops,
                 pause_asserted: p.pause_gen.asserted(),
@@ -483,9 +544,26 @@ impl Bridge {
             ports,
             queues,
             fdb: self.fdb.stats(),
+            cps: self.cp_stats(),
             buffers_allocated: self.pool.allocated(),
             events_lost: self.events_lost,
         }
+    }
+
+    /// Snapshot of the congestion points, by port then priority.
+    pub fn cp_stats(&self) -> Vec<CpStats> {
+        self.cps
+            .iter()
+            .map(|cp| {
+                let q = cp.port().index() * P + usize::from(cp.priority());
+                let qlen = match self.cp_placement {
+                    Placement::Input => self.inbufs[q].bytes(),
+                    _ => self.outqs[q].bytes(),
+                };
+                let name = self.ports[cp.port().index()].name.as_str();
+                cp.stats(name, qlen)
+            })
+            .collect()
     }
 
     /// The filtering database.
@@ -519,41 +597,152 @@ impl Bridge {
     /// Appends a copy of `bytes` to the VOQ for `o` in input buffer (`i`, `p`), then lets the
     /// fabric move what fits.
     #[inline]
-    fn enqueue(&mut self, now: Instant, i: usize, p: usize, o: usize, bytes: &[u8]) {
+    fn enqueue(&mut self, now: Instant, i: usize, p: usize, o: usize, bytes: &[u8], exempt: bool) {
         let ib = &mut self.inbufs[i * P + p];
         if !ib.fits(bytes.len()) {
             ib.counters.drops += 1;
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::InputFull);
             return;
         }
-        let Some(f) = self.pool.frame(bytes, now, i as u16) else {
+        let Some(mut f) = self.pool.frame(bytes, now, i as u16) else {
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::TooLong);
             return;
         };
-        let len = f.len();
+        f.cn_exempt = exempt;
         let was_empty = ib.push(o, f);
         let qlen = ib.bytes();
         if was_empty {
             self.rings[o * P + p].join(i as u16);
         }
-        self.input_enqueued(now, i, p, len, qlen);
+        self.input_enqueued(now, i, p, o, qlen);
         self.fabric(now, o, p);
     }
 
-    /// Input congestion point hook: a frame of `len` octets entered the input buffer of
-    /// (`i`, `p`), which now holds `qlen` octets. Lossless mode checks Qhigh here; a QCN
-    /// input CP will sample here and may queue a CNM with [`Bridge::queue_control`].
+    /// Input congestion point hook: a frame entered the VOQ for `o` in the input buffer of
+    /// (`i`, `p`), which now holds `qlen` octets. Lossless mode checks Qhigh here; an input
+    /// CP samples here.
     #[inline]
-    fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, _len: usize, qlen: u64) {
+    fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
         if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
             self.send_pause(now, i, p, on);
         }
+        if self.cp_placement != Placement::Input {
+            return;
+        }
+        let q = i * P + p;
+        let k = self.cp_slot[q];
+        if k == NO_CP {
+            return;
+        }
+        let Some(f) = self.inbufs[q].back(o) else {
+            return;
+        };
+        if f.cn_exempt {
+            return;
+        }
+        let k = usize::from(k);
+        let a = Arrival {
+            now,
+            frame: &f.buf,
+            qlen,
+            ingress: PortId(f.ingress),
+        };
+        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
+            self.congestion_feedback(now, k, QueueRef::Input(q, o), fb);
+        }
     }
 
-    /// Output congestion point hook: a frame of `len` octets entered the output queue of
-    /// (`o`, `p`), which now holds `qlen` octets. A QCN output CP will sample here.
+    /// Output congestion point hook: a frame entered the output queue of (`o`, `p`), which now
+    /// holds `qlen` octets. The standard (output) CP samples here.
     #[inline]
-    fn output_enqueued(&mut self, _now: Instant, _o: usize, _p: usize, _len: usize, _qlen: u64) {}
+    fn output_enqueued(&mut self, now: Instant, o: usize, p: usize, qlen: u64) {
+        if self.cp_placement != Placement::Output {
+            return;
+        }
+        let q = o * P + p;
+        let k = self.cp_slot[q];
+        if k == NO_CP {
+            return;
+        }
+        let Some(f) = self.outqs[q].back() else {
+            return;
+        };
+        if f.cn_exempt {
+            return;
+        }
+        let k = usize::from(k);
+        let a = Arrival {
+            now,
+            frame: &f.buf,
+            qlen,
+            ingress: PortId(f.ingress),
+        };
+        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
+            self.congestion_feedback(now, k, QueueRef::Output(q), fb);
+        }
+    }
+
+    /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds the CNM for it
+    /// (802.1Q-2011 32.8, 33.4) and queues it on the control queue of the port the frame
+    /// arrived on.
+    #[cold]
+    #[inline(never)]
+    fn congestion_feedback(&mut self, now: Instant, k: usize, at: QueueRef, fb: Feedback) {
+        let now = now.max(self.last_now);
+        let frame = match at {
+            QueueRef::Input(q, o) => self.inbufs[q].back(o),
+            QueueRef::Output(q) => self.outqs[q].back(),
+        };
+        let Some(f) = frame else {
+            return;
+        };
+        let egress = usize::from(f.ingress);
+        let cp = &mut self.cps[k];
+        let Some(pt) = self.ports.get(egress).filter(|pt| pt.up) else {
+            cp.cnm_dropped();
+            return;
+        };
+        let params = CnmParams {
+            cp_mac: pt.mac,
+            cpid: cp.id(),
+            qntz_fb: fb.qntz_fb,
+            q_offset: quantize_queue(fb.q_offset),
+            q_delta: quantize_queue(fb.q_delta),
+            cnm_priority: self.cnm_priority,
+            default_priority: pt.default_priority,
+            max_msdu: self.cnm_msdu,
+        };
+        let mut buf = [0u8; CNM_BUF];
+        let Ok(n) = build_cnm(&f.buf, &params, &mut buf) else {
+            cp.cnm_dropped();
+            return;
+        };
+        let mut dst = [0u8; 6];
+        dst.copy_from_slice(&buf[..6]);
+        let dst = EthernetAddress(dst);
+        let (cpid, cp_port, priority) = (cp.id(), cp.port(), cp.priority());
+        let cnm = &buf[..n];
+        if self.queue_control(now, egress, n, |b| {
+            b.copy_from_slice(cnm);
+            true
+        }) {
+            self.cps[k].cnm_sent(dst);
+            self.ports[egress].counters.cnm_tx += 1;
+            self.event(Event::Cnm {
+                at: now,
+                port: PortId(egress as u16),
+                priority,
+                cp_port,
+                dst,
+                qntz_fb: params.qntz_fb,
+                q_offset: params.q_offset,
+                q_delta: params.q_delta,
+                cpid,
+            });
+        } else {
+            self.cps[k].cnm_dropped();
+        }
+    }
 
     /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
     #[inline]
@@ -599,7 +788,7 @@ impl Bridge {
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
-            self.output_enqueued(at, o, p, len, qlen);
+            self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
     }

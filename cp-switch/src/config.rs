@@ -7,6 +7,7 @@
 //! buffer per queue, PAUSE thresholds 110 KB / 44 KB; and 802.1Q for the rest (clause 8.8.3
 //! ageing time 300 s, 8 priorities).
 
+use crate::cp::CpConfig;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Rate};
 use serde::Deserialize;
@@ -32,9 +33,10 @@ pub struct BridgeConfig {
     /// VLAN of untagged and priority-tagged (VID 0) frames: the Port VLAN Identifier
     /// (802.1Q-2018 clause 6.9, PVID). Default 1.
     pub pvid: u16,
-    /// Base MAC address of the bridge: port `i` sources its PAUSE/PFC frames from this address
-    /// with `i` added to the last two octets, unless the port names its own `mac`.
-    /// Default `02:00:00:00:00:00` (locally administered).
+    /// Base MAC address of the bridge: port `i` sources its PAUSE/PFC frames and CNMs from
+    /// this address with `i` added to the last two octets, unless the port names its own `mac`.
+    /// It is also the MAC part of every CPID, so bridges in one network need distinct
+    /// addresses. Default `02:00:00:00:00:00` (locally administered).
     #[serde(deserialize_with = "de_mac")]
     pub mac: EthernetAddress,
     /// Filtering database settings.
@@ -53,6 +55,9 @@ pub struct BridgeConfig {
     /// Capacity of the event log read by [`crate::Bridge::drain_events`]; events beyond it
     /// are counted as lost. Default 4096.
     pub event_capacity: usize,
+    /// Congestion points (802.1Q-2011 clause 32.8): placement, CNPVs and the QCN parameters.
+    /// Default: standard QCN on the output queues of priority 3.
+    pub cp: CpConfig,
 }
 
 impl Default for BridgeConfig {
@@ -69,6 +74,7 @@ impl Default for BridgeConfig {
             shaper: ShaperConfig::default(),
             max_frame: Bytes::new(9216),
             event_capacity: 4096,
+            cp: CpConfig::default(),
         }
     }
 }
@@ -88,7 +94,7 @@ pub struct PortConfig {
     /// Default priority for untagged frames received on this port (overrides the bridge's).
     #[serde(default)]
     pub default_priority: Option<u8>,
-    /// Source MAC of the PAUSE/PFC frames sent from this port.
+    /// Source MAC of the PAUSE/PFC frames and CNMs sent from this port.
     #[serde(default, deserialize_with = "de_opt_mac")]
     pub mac: Option<EthernetAddress>,
 }
@@ -165,7 +171,7 @@ pub struct BufferConfig {
     /// shaper but are not yet delivered). Shaped ports hold at most rate × delay; this bounds
     /// unshaped ports. Default 4 MB.
     pub delay_line: Bytes,
-    /// Control frames (PAUSE/PFC now, CNMs later) waiting to leave one port. Default 64.
+    /// Control frames (PAUSE/PFC, CNMs) waiting to leave one port. Default 64.
     pub control_frames: usize,
     /// What the fabric does with a frame whose output queue is full. Default backpressure.
     pub on_output_full: OutputFullPolicy,
@@ -452,6 +458,9 @@ impl BridgeConfig {
         if self.event_capacity == 0 {
             return Err(ConfigError::new("event_capacity", "must be at least 1"));
         }
+        self.cp
+            .validate()
+            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
         Ok(())
     }
 }

@@ -34,6 +34,10 @@ pub struct Classified {
     pub priority: u8,
     /// MAC-control content, if the frame is one.
     pub mac_control: Option<MacControlRepr>,
+    /// A congestion point must not sample this frame: it is congestion feedback itself (CNM,
+    /// 802.1Q-2011 33.4; rate feedback), MAC control, or has a group source address (no CNM can
+    /// be addressed to it).
+    pub cn_exempt: bool,
 }
 
 /// Parses the headers. Errors are counted drops.
@@ -54,12 +58,17 @@ pub fn classify(frame: &[u8], default_priority: u8, pvid: u16) -> Result<Classif
     } else {
         None
     };
+    let cn_exempt = matches!(
+        info.ethertype,
+        EtherType::Cnm | EtherType::RateFeedback | EtherType::MacControl
+    ) || !info.src.is_unicast();
     Ok(Classified {
         dst: info.dst,
         src: info.src,
         vid,
         priority,
         mac_control,
+        cn_exempt,
     })
 }
 

@@ -9,12 +9,14 @@
 //! decision, with the [`fdb`]), [`voq`] (input buffers with virtual output queues), [`sched`]
 //! (the fabric's round robin across inputs and transmission selection across priorities),
 //! [`outq`] (output queues), [`shaper`] (line-rate emulation), [`delay`] (propagation delay);
-//! beside them [`pause`] (802.3x PAUSE / 802.1Qbb PFC), [`stats`], [`config`] and [`pool`]
-//! (recycled frame buffers).
+//! beside them [`pause`] (802.3x PAUSE / 802.1Qbb PFC), [`cp`] (802.1Qau congestion points,
+//! which sample the input buffers or output queues and send CNMs), [`stats`], [`config`] and
+//! [`pool`] (recycled frame buffers).
 #![forbid(unsafe_code)]
 
 pub mod bridge;
 pub mod config;
+pub mod cp;
 pub mod delay;
 pub mod fdb;
 pub mod forward;
@@ -28,6 +30,7 @@ pub mod voq;
 
 pub use bridge::Bridge;
 pub use config::{BridgeConfig, ConfigError, LosslessMode, PortConfig};
+pub use cp::{CpConfig, CpStats, Placement};
 pub use fdb::FdbEntryView;
 pub use stats::{BridgeStats, DropReason, Event};
 

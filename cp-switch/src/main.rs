@@ -1,10 +1,12 @@
 //! `cp-switch`: a userspace L2 switch with VOQ input buffers, output queues, emulated line rate
-//! and delay, PAUSE/PFC, and (later) 802.1Qau congestion points.
+//! and delay, PAUSE/PFC, and 802.1Qau congestion points.
 //!
 //! ```text
 //! cp-switch --port IF[,rate=R][,delay=D] ... [--default-rate R] [--lossless pause|pfc]
-//!           [--buffer BYTES] [--config FILE.toml] [--ctl PATH] [--trace FILE] [--metrics ADDR]
-//! cp-switch ctl --socket PATH <show ports | show fdb | show queues | stats |
+//!           [--buffer BYTES] [--cp output|input|off] [--cnpv P[,P]] [--cp-set-point BYTES]
+//!           [--cp-weight W] [--cp-sample-base BYTES] [--cnm-priority P]
+//!           [--config FILE.toml] [--ctl PATH] [--trace FILE] [--metrics ADDR]
+//! cp-switch ctl --socket PATH <show ports | show fdb | show queues | show cps | stats |
 //!                              set rate PORT RATE | set delay PORT DUR> [--json]
 //! ```
 #![forbid(unsafe_code)]
@@ -22,7 +24,7 @@ use daemon::{cli::RunArgs, ctl, driver};
 #[command(
     name = "cp-switch",
     version,
-    about = "Userspace L2 switch with VOQ input buffers, output queues, emulated line rate and PAUSE/PFC",
+    about = "Userspace L2 switch with VOQ input buffers, output queues, emulated line rate, PAUSE/PFC and 802.1Qau congestion points",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -42,7 +44,8 @@ enum Sub {
         /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
-        /// show ports | show fdb | show queues | stats | set rate PORT RATE | set delay PORT DUR
+        /// show ports | show fdb | show queues | show cps | stats | set rate PORT RATE |
+        /// set delay PORT DUR
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         words: Vec<String>,
     },

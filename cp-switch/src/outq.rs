@@ -54,6 +54,12 @@ impl OutputQueue {
         self.q.front()
     }
 
+    /// The frame enqueued last.
+    #[inline]
+    pub fn back(&self) -> Option<&Frame> {
+        self.q.back()
+    }
+
     /// Removes the head frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Frame> {

@@ -28,6 +28,9 @@ pub struct Frame {
     pub ts: Instant,
     /// Port it was received on (`u16::MAX` for frames the bridge built itself).
     pub ingress: u16,
+    /// Never sampled by a congestion point: a CNM, MAC-control or rate-feedback frame, or one
+    /// with a group source address.
+    pub cn_exempt: bool,
 }
 
 impl Frame {
@@ -89,7 +92,12 @@ impl FramePool {
         };
         buf.clear();
         buf.extend_from_slice(bytes);
-        Some(Frame { buf, ts, ingress })
+        Some(Frame {
+            buf,
+            ts,
+            ingress,
+            cn_exempt: false,
+        })
     }
 
     /// A zero-filled frame of `len` octets to build into (control frames).
@@ -111,6 +119,7 @@ impl FramePool {
             buf,
             ts,
             ingress: u16::MAX,
+            cn_exempt: true,
         })
     }
 

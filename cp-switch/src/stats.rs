@@ -1,12 +1,15 @@
 //! Counters, snapshots and events (ARCHITECTURE.md rule 4: monotonically increasing counters
 //! read through a snapshot).
 //!
-//! [`BridgeStats`] is what `cp-switch ctl stats --json` prints: `ports` and `queues` arrays
-//! whose listed keys are stable; more keys may be added. [`Event`]s (drops, PAUSE on/off, rate
-//! and delay changes, link changes) are kept in a bounded log the daemon drains into its trace.
+//! [`BridgeStats`] is what `cp-switch ctl stats --json` prints: `ports`, `queues` and `cps`
+//! (congestion points) arrays whose listed keys are stable; more keys may be added. [`Event`]s
+//! (drops, PAUSE on/off, CNMs, rate and delay changes, link changes) are kept in a bounded log
+//! the daemon drains into its trace.
 
+use crate::cp::CpStats;
 use crate::fdb::FdbStats;
 use crate::PortId;
+use cnm_proto::wire::{CpId, EthernetAddress};
 use cnm_proto::{Duration, Instant, Rate};
 use serde::Serialize;
 
@@ -35,7 +38,7 @@ pub enum DropReason {
     PortDown,
     /// The propagation delay line of the egress port was full.
     DelayLineFull,
-    /// A control frame (PAUSE/PFC) could not be queued: the port's control queue was full.
+    /// A control frame (PAUSE/PFC, CNM) could not be queued: the port's control queue was full.
     ControlFull,
 }
 
@@ -121,6 +124,8 @@ pub struct PortCounters {
     pub pause_tx: u64,
     /// PAUSE/PFC frames received.
     pub pause_rx: u64,
+    /// CNMs sent (by the congestion points whose sampled frames arrived on this port).
+    pub cnm_tx: u64,
     /// MAC-control frames received that are neither PAUSE nor PFC (consumed, not forwarded).
     pub mac_control_other: u64,
     /// Drops attributed to this port.
@@ -154,6 +159,8 @@ pub struct PortStats {
     pub pause_tx: u64,
     /// PAUSE/PFC frames received.
     pub pause_rx: u64,
+    /// CNMs sent from this port.
+    pub cnm_tx: u64,
     /// Frames whose destination was flooded.
     pub flooded: u64,
     /// Drops by reason.
@@ -215,6 +222,8 @@ pub struct BridgeStats {
     pub queues: Vec<QueueStats>,
     /// Filtering database counters.
     pub fdb: FdbStats,
+    /// Congestion points, by port then priority (empty when `cp.placement` is `off`).
+    pub cps: Vec<CpStats>,
     /// Frame buffers allocated so far (stops growing in steady state).
     pub buffers_allocated: u64,
     /// Events lost because the event log was full.
@@ -260,6 +269,28 @@ pub enum Event {
         priorities: u8,
         /// Largest pause time requested, in quanta (0 = resume).
         quanta: u16,
+    },
+    /// A congestion point sent a CNM (802.1Q-2011 32.8 / 33.4).
+    Cnm {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port the CNM left from: the one the sampled frame arrived on.
+        port: PortId,
+        /// Priority of the sampled frame (the CP's CNPV).
+        priority: u8,
+        /// Port of the CP's queue (the output port, or the input port for an input CP).
+        cp_port: PortId,
+        /// Destination: the sampled frame's source.
+        dst: EthernetAddress,
+        /// QntzFb, 1..=63.
+        qntz_fb: u8,
+        /// cnmQOffset as sent (64-octet units).
+        q_offset: i16,
+        /// cnmQDelta as sent (64-octet units).
+        q_delta: i16,
+        /// The CP.
+        cpid: CpId,
     },
     /// Emulated rate changed.
     RateChange {

@@ -9,7 +9,8 @@
 //! output never waits behind frames for another output: only the shared byte budget is common.
 //!
 //! The occupancy of this buffer is what lossless mode watches ([`crate::pause`]) and what an
-//! input congestion point will sample (a QCN CP observes every enqueue with the queue length).
+//! input congestion point (`cp.placement = "input"`, [`crate::cp`]) samples: it observes every
+//! enqueue with the buffer occupancy.
 
 use crate::pool::Frame;
 use crate::stats::QueueCounters;
@@ -64,6 +65,12 @@ impl InputBuffer {
     #[inline]
     pub fn head_len(&self, out: usize) -> Option<usize> {
         self.voqs[out].front().map(Frame::len)
+    }
+
+    /// The frame enqueued last in the VOQ for `out`.
+    #[inline]
+    pub fn back(&self, out: usize) -> Option<&Frame> {
+        self.voqs.get(out)?.back()
     }
 
     /// Removes the head of the VOQ of `out`.

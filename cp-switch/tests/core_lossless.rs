@@ -8,7 +8,7 @@ use cnm_proto::wire::MacControlRepr;
 use cnm_proto::{Bytes, Duration, Instant, Rate};
 use core_support::*;
 use cp_switch::pause::quanta_time;
-use cp_switch::{BridgeConfig, Event, LosslessMode, PortConfig, PortId};
+use cp_switch::{BridgeConfig, Event, LosslessMode, Placement, PortConfig, PortId};
 
 /// p0: 10 Mb/s bottleneck output; p1: 1 Gb/s input link.
 fn slow_drain(mode: LosslessMode) -> Harness {
@@ -17,6 +17,8 @@ fn slow_drain(mode: LosslessMode) -> Harness {
         PortConfig::new("p1").with_rate(Rate::from_gbps(1)),
     ]);
     cfg.lossless.mode = mode;
+    // These tests watch PAUSE/PFC alone: no congestion points on priority 3.
+    cfg.cp.placement = Placement::Off;
     let mut h = Harness::new(cfg);
     h.learn(0, 0);
     h.run_until(h.now + Duration::from_millis(5));
@@ -202,6 +204,9 @@ fn fan_in(mode: LosslessMode) -> (u64, u64, u64, u64) {
     }
     let mut cfg = BridgeConfig::with_ports(ports);
     cfg.lossless.mode = mode;
+    cfg.cp.placement = Placement::Off;
+    // These tests watch PAUSE/PFC alone: no congestion points on priority 3.
+    cfg.cp.placement = Placement::Off;
     let mut h = Harness::new(cfg);
     h.learn(0, 0);
     let gap = rate.tx_time(Bytes::new(1500 + 24));

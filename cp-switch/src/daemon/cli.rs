@@ -13,6 +13,14 @@
 //! trace_interval = "1ms"
 //! metrics = "127.0.0.1:9100"
 //!
+//! # 802.1Qau congestion points (IEEE8021-CN-MIB names in the [bridge.cp] table)
+//! cp = "output"                # --cp: output (standard, default) | input | off
+//! cnpv = [3]                   # --cnpv 3[,5]: priorities whose queues get a CP
+//! cp_set_point = "26000B"      # --cp-set-point: Qeq, cp_queue_set_point
+//! cp_weight = 2                # --cp-weight: w, cp_feedback_weight (a power of two)
+//! cp_sample_base = "150KB"     # --cp-sample-base: cp_min_sample_base
+//! cnm_priority = 6             # --cnm-priority: PCP of the CNMs (CnmTransmitPriority)
+//!
 //! [[port]]
 //! name = "sw-p1"
 //! rate = "10mbit"
@@ -25,13 +33,34 @@
 //! mac = "02:00:00:00:00:02"
 //! vid = 0
 //! port = "sw-p2"
+//!
+//! [bridge.cp]                  # the same settings under their MIB names (flags override)
+//! placement = "output"
+//! cnpv = [3]
+//! cp_queue_set_point = "33KB"
+//! cp_feedback_weight = 2
+//! cp_min_sample_base = "150KB"
+//! cnm_priority = 6
+//! cp_min_header_octets = 64    # octets of the sampled MSDU carried in the CNM (0-64)
 //! ```
+//!
+//! # Congestion points
+//! With `--cp output` (the default) every output queue whose priority is in `--cnpv` is an
+//! IEEE 802.1Q-2011 clause 32.8 congestion point; with `--cp input` the shared input buffers of
+//! those priorities are (the input-CP variant). A CP samples arriving frames every
+//! `--cp-sample-base` octets (less when congested, ±15 % jitter) and sends a CNM back out of the
+//! port the sampled frame arrived on when `Fb = −(Q − Qeq + w·(Q − Qold)) < 0`. The CPID is the
+//! bridge MAC (`[bridge] mac`, by default the first port's interface address) followed by
+//! `port × 8 + priority` (top bit set for an input CP). `ctl stats --json` lists the CPs under
+//! `cps`, the trace records every CNM as an event `"cnm"`, and the metrics export them as
+//! `cpswitch_cp_*`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
 use cnm_proto::{Bytes, Duration, Rate};
+use cp_switch::Placement;
 use serde::Deserialize;
 
 /// One `--port IF[,rate=R][,delay=D]` or `[[port]]` entry.
@@ -180,10 +209,35 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(default)]
     pub metrics_allow_remote: bool,
-    /// Seed of the switch's random generator.
+    /// Seed of the switch's random generator (also the congestion points' sampling jitter).
     #[arg(long)]
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Congestion points: `output` (802.1Q-2011 clause 32.8, on the output queues; default),
+    /// `input` (on the shared input buffers) or `off`.
+    #[arg(long, value_name = "output|input|off")]
+    #[serde(default)]
+    pub cp: Option<Placement>,
+    /// Congestion-notification priority values: priorities whose queues get a CP (default 3).
+    #[arg(long, value_name = "P[,P...]", value_delimiter = ',')]
+    #[serde(default)]
+    pub cnpv: Option<Vec<u8>>,
+    /// CP set point Qeq, `cp_queue_set_point` (default 26000 octets).
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default)]
+    pub cp_set_point: Option<Bytes>,
+    /// CP feedback weight w, `cp_feedback_weight`: a power of two, 1-64 (default 2).
+    #[arg(long, value_name = "W")]
+    #[serde(default)]
+    pub cp_weight: Option<u32>,
+    /// CP sampling base, `cp_min_sample_base` (default 150000 octets).
+    #[arg(long, value_name = "BYTES")]
+    #[serde(default)]
+    pub cp_sample_base: Option<Bytes>,
+    /// PCP of the CNMs' VLAN tag, CnmTransmitPriority (0-7, default 6).
+    #[arg(long, value_name = "0-7")]
+    #[serde(default)]
+    pub cnm_priority: Option<u8>,
     /// Static FDB entries (TOML only).
     #[arg(skip)]
     #[serde(default)]
@@ -229,7 +283,13 @@ impl RunArgs {
             trace,
             trace_interval,
             metrics,
-            seed
+            seed,
+            cp,
+            cnpv,
+            cp_set_point,
+            cp_weight,
+            cp_sample_base,
+            cnm_priority
         );
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);
@@ -298,5 +358,61 @@ port = "p2"
         assert!(e.to_string().contains("buffer"), "{e}");
         let e = toml::from_str::<RunArgs>("bogus = 1").unwrap_err();
         assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn congestion_point_flags_and_toml() {
+        use clap::Parser;
+        let f = Flags::try_parse_from([
+            "cp-switch",
+            "--port",
+            "p1",
+            "--cp",
+            "input",
+            "--cnpv",
+            "3,5",
+            "--cp-set-point",
+            "33KB",
+            "--cp-weight",
+            "4",
+            "--cp-sample-base",
+            "100KB",
+            "--cnm-priority",
+            "7",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(f.cp, Some(Placement::Input));
+        assert_eq!(f.cnpv, Some(vec![3, 5]));
+        assert_eq!(f.cp_set_point, Some(Bytes::new(33_000)));
+        assert_eq!(f.cp_weight, Some(4));
+        assert_eq!(f.cp_sample_base, Some(Bytes::new(100_000)));
+        assert_eq!(f.cnm_priority, Some(7));
+        assert!(Flags::try_parse_from(["cp-switch", "--cp", "sideways"]).is_err());
+
+        let file: RunArgs = toml::from_str(
+            r#"
+cp = "off"
+cnpv = [2]
+cp_weight = 2
+[bridge.cp]
+placement = "input"
+cp_queue_set_point = "60KB"
+"#,
+        )
+        .unwrap();
+        assert_eq!(file.cp, Some(Placement::Off));
+        let b = file.bridge.clone().unwrap();
+        assert_eq!(b.cp.placement, Placement::Input);
+        assert_eq!(b.cp.cp_queue_set_point, Bytes::new(60_000));
+        let merged = file.overlay(f);
+        assert_eq!(merged.cp, Some(Placement::Input));
+        assert_eq!(merged.cnpv, Some(vec![3, 5]));
     }
 }

@@ -2,7 +2,7 @@
 //! answers one JSON object per line, `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
 //!
 //! Commands are the words users type after `cp-switch ctl --socket PATH`: `show ports`,
-//! `show fdb`, `show queues`, `stats`, `set rate PORT RATE`, `set delay PORT DUR`. The listener
+//! `show fdb`, `show queues`, `show cps`, `stats`, `set rate PORT RATE`, `set delay PORT DUR`. The listener
 //! runs on the daemon's second thread; every command is handed to the dataplane thread through a
 //! channel and answered from the dataplane's own state between two batches, so the dataplane
 //! never shares its state behind a lock.
@@ -28,6 +28,8 @@ pub enum Command {
     ShowFdb,
     /// `show queues`
     ShowQueues,
+    /// `show cps` (congestion points)
+    ShowCps,
     /// `stats`
     Stats,
     /// `set rate PORT RATE` (`none` or `0` removes shaping)
@@ -54,6 +56,7 @@ impl Command {
             ["show", "ports"] => Ok(Command::ShowPorts),
             ["show", "fdb"] => Ok(Command::ShowFdb),
             ["show", "queues"] => Ok(Command::ShowQueues),
+            ["show", "cps"] => Ok(Command::ShowCps),
             ["stats"] => Ok(Command::Stats),
             ["set", "rate", port, rate] => {
                 let rate = match *rate {
@@ -75,7 +78,7 @@ impl Command {
                     .map_err(|e| format!("set delay: invalid duration {d:?}: {e}"))?,
             }),
             _ => Err(format!(
-                "unknown command {:?}; expected one of: show ports | show fdb | show queues | \
+                "unknown command {:?}; expected one of: show ports | show fdb | show queues | show cps | \
                  stats | set rate PORT RATE | set delay PORT DUR",
                 w.join(" ")
             )),

@@ -117,6 +117,24 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
     if args.ifg {
         cfg.shaper.wire_overhead = true;
     }
+    if let Some(p) = args.cp {
+        cfg.cp.placement = p;
+    }
+    if let Some(v) = &args.cnpv {
+        cfg.cp.cnpv = v.clone();
+    }
+    if let Some(b) = args.cp_set_point {
+        cfg.cp.cp_queue_set_point = b;
+    }
+    if let Some(w) = args.cp_weight {
+        cfg.cp.cp_feedback_weight = w;
+    }
+    if let Some(b) = args.cp_sample_base {
+        cfg.cp.cp_min_sample_base = b;
+    }
+    if let Some(p) = args.cnm_priority {
+        cfg.cp.cnm_priority = p;
+    }
     for (i, s) in args.static_fdb.iter().enumerate() {
         let mac: EthernetAddress = s
             .mac
@@ -158,6 +176,13 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         if pc.mac.is_none() {
             if let Ok(m) = phy::iface::mac(&name) {
                 pc.mac = Some(EthernetAddress(m));
+            }
+        }
+        if cfg.mac == BridgeConfig::default().mac {
+            // The bridge MAC is the MAC part of every CPID: take the first port's address so
+            // that switches in one network have distinct CPIDs.
+            if let Ok(m) = phy::iface::mac(&name) {
+                cfg.mac = EthernetAddress(m);
             }
         }
         let port = AfPacketPort::open(&name, &ring)
@@ -435,6 +460,7 @@ fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Res
             let mut v = stats_json(bridge, slots);
             Ok(v["queues"].take())
         }
+        Command::ShowCps => serde_json::to_value(bridge.cp_stats()).map_err(|e| e.to_string()),
         Command::ShowFdb => serde_json::to_value(bridge.fdb_entries()).map_err(|e| e.to_string()),
         Command::SetRate { port, rate } => {
             let p = port_by_name(bridge, port)?;
@@ -446,5 +472,54 @@ fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Res
             bridge.set_port_delay(now, p, *delay);
             Ok(json!({"port": port, "delay": delay}))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cnm_proto::Bytes;
+    use cp_switch::Placement;
+
+    #[test]
+    fn congestion_point_settings_reach_the_bridge() {
+        let args = RunArgs {
+            ports: vec!["p1".parse().unwrap(), "p2".parse().unwrap()],
+            ..Default::default()
+        };
+        let cfg = bridge_config(&args).unwrap();
+        assert_eq!(cfg.cp.placement, Placement::Output);
+        assert_eq!(cfg.cp.cnpv, vec![3]);
+        assert_eq!(cfg.cp.cp_queue_set_point, Bytes::new(26_000));
+
+        let args = RunArgs {
+            cp: Some(Placement::Input),
+            cnpv: Some(vec![3, 5]),
+            cp_set_point: Some(Bytes::new(33_000)),
+            cp_weight: Some(4),
+            cp_sample_base: Some(Bytes::new(75_000)),
+            cnm_priority: Some(7),
+            ..args
+        };
+        let cfg = bridge_config(&args).unwrap();
+        assert_eq!(cfg.cp.placement, Placement::Input);
+        assert_eq!(cfg.cp.cnpv_mask(), 0b10_1000);
+        assert_eq!(cfg.cp.cp_queue_set_point, Bytes::new(33_000));
+        assert_eq!(cfg.cp.cp_feedback_weight, 4);
+        assert_eq!(cfg.cp.cp_min_sample_base, Bytes::new(75_000));
+        assert_eq!(cfg.cp.cnm_priority, 7);
+
+        let bad = RunArgs {
+            cp_weight: Some(3),
+            ..args.clone()
+        };
+        let e = bridge_config(&bad).unwrap_err().to_string();
+        assert!(e.contains("cp.cp_feedback_weight"), "{e}");
+        let bad = RunArgs {
+            cnpv: Some(vec![9]),
+            ..args
+        };
+        let e = bridge_config(&bad).unwrap_err().to_string();
+        assert!(e.contains("cp.cnpv[0]"), "{e}");
     }
 }

@@ -3,8 +3,8 @@
 //! A listener thread answers every `GET` with the current statistics, asked from the dataplane
 //! through the same request channel as the control socket. Metric names are derived from the
 //! `stats --json` keys, so every counter added to the stats appears here too:
-//! `cpswitch_port_<key>{port="p1"}` and `cpswitch_queue_<key>{port,priority,kind}` (and
-//! `cpswitch_cp_<key>{...}` once congestion points exist). Counters (`*_frames`, `*_bytes`,
+//! `cpswitch_port_<key>{port="p1"}`, `cpswitch_queue_<key>{port,priority,kind}` and
+//! `cpswitch_cp_<key>{id,port,priority,placement}` (congestion points: samples, CNMs, qlen, ...). Counters (`*_frames`, `*_bytes`,
 //! `drops`, `pause_*`, ...) get the `_total` suffix and `# TYPE counter`; levels are gauges.
 //! Off by default; loopback only unless `--metrics-allow-remote`.
 
@@ -209,6 +209,25 @@ mod tests {
         );
         assert!(text.contains("# TYPE cpswitch_queue_max_bytes gauge"));
         assert!(text.contains("cpswitch_queue_drops_total{"));
+    }
+
+    #[test]
+    fn renders_congestion_points() {
+        let text = render(&json!({
+            "cps": [{"id": "0200000000100013", "port": "p2", "priority": 3,
+                     "placement": "output", "samples": 7, "cnm_tx": 5, "qlen": 30000,
+                     "qeq": 26000, "last_fb": -1200, "cnm_per_dst": [{"mac": "02:00:00:00:00:01", "cnms": 5}]}]
+        }));
+        let labels = "{id=\"0200000000100013\",port=\"p2\",priority=\"3\",placement=\"output\"}";
+        assert!(
+            text.contains(&format!("cpswitch_cp_samples_total{labels} 7\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("cpswitch_cp_cnm_tx_total{labels} 5\n")));
+        assert!(text.contains(&format!("cpswitch_cp_qlen{labels} 30000\n")));
+        assert!(text.contains(&format!("cpswitch_cp_last_fb{labels} -1200\n")));
+        assert!(text.contains("# TYPE cpswitch_cp_qeq gauge"));
+        assert!(!text.contains("cnm_per_dst"));
     }
 
     #[test]

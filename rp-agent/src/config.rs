@@ -1,0 +1,322 @@
+//! Agent configuration: the settings of the [`crate::Agent`] core with documented defaults,
+//! serde `Deserialize` (the daemon's TOML file maps onto these types field for field) and one
+//! validation pass that names the offending field.
+//!
+//! The reaction-point parameters carry the names of Linux `struct ieee_qcn`
+//! (`include/uapi/linux/dcbnl.h`), which mirror the IEEE8021-CN-MIB RP objects of
+//! 802.1Q-2011 clause 32.13 (`rpg_*`). Defaults are the standard's, as listed in the project's QCN
+//! reference (§3), except `rpg_max_rate`, which defaults to the configured line rate.
+
+use cnm_proto::wire::EthernetAddress;
+use cnm_proto::{Bytes, Duration, Rate};
+use serde::Deserialize;
+use std::str::FromStr;
+
+/// Priorities (802.1Q clause 6.9.3: the 3-bit PCP).
+pub const NUM_PRIORITIES: usize = 8;
+/// Largest number of flows the agent may be configured to track: RPIDs are `index + 1` and must
+/// fit the 16-bit CN-TAG Flow ID field (802.1Q clause 33.3) without reaching 0.
+pub const MAX_FLOWS_LIMIT: usize = 4096;
+/// Largest frame the agent queues (octets, without FCS): a 9000-octet jumbo payload plus
+/// headers. Longer frames are refused with [`crate::HostError::TooLong`].
+pub const MAX_FRAME: usize = 9216;
+
+/// What identifies a flow (the unit that gets its own limiter and RPID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowKeyMode {
+    /// (destination MAC, priority): the flow of 802.1Q clause 30.3 (a "CN flow" is identified
+    /// by its destination and priority at the reaction point). Default.
+    #[default]
+    DstPriority,
+    /// (destination MAC, priority, IP 5-tuple): one limiter per transport connection. Frames
+    /// without an IP header fall back to (destination, priority).
+    FiveTuple,
+}
+
+/// Which reaction-point algorithm drives the limiters ([`crate::rp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RpMode {
+    /// Standard QCN (802.1Q-2011 clause 32.13-32.14), [`crate::rp::qcn`].
+    #[default]
+    Qcn,
+}
+
+/// Reaction-point parameters under the dcbnl `ieee_qcn` names (one set for every flow).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RpParams {
+    /// BC_LIMIT: bytes transmitted between two byte-counter expiries (802.1Q 32.13.5
+    /// `RPG_BYTE_RESET`; halved once the byte-counter stage exceeds the threshold). Default 150000 B.
+    pub rpg_byte_reset: Bytes,
+    /// Period of the RP timer (802.1Q 32.13.6 `RPG_TIME_RESET`; halved once the timer stage
+    /// exceeds the threshold). Default 15 ms.
+    pub rpg_time_reset: Duration,
+    /// Number of byte-counter or timer expiries of fast recovery (802.1Q 32.13.7
+    /// `RPG_THRESHOLD`). Default 5.
+    pub rpg_threshold: u32,
+    /// R_AI, the target-rate step of active increase (802.1Q 32.13.8 `RPG_AI_RATE`).
+    /// Default 5 Mb/s.
+    pub rpg_ai_rate: Rate,
+    /// R_HAI, the step of hyper-active increase (802.1Q 32.13.9 `RPG_HAI_RATE`).
+    /// Default 50 Mb/s.
+    pub rpg_hai_rate: Rate,
+    /// Gd as a power of two: Gd = 2^-rpg_gd (802.1Q 32.13.10 `RPG_GD`; dcbnl stores the
+    /// exponent). Default 7, i.e. Gd = 1/128, so that QntzFb = 63 gives a decrease of 49 %.
+    pub rpg_gd: u8,
+    /// Smallest multiplicative factor one CNM may apply, in percent (802.1Q 32.13.11
+    /// `RPG_MIN_DEC_FAC`). Default 50: one CNM at most halves the rate.
+    pub rpg_min_dec_fac: u8,
+    /// Floor of the current rate (802.1Q 32.13.12 `RPG_MIN_RATE`): no CNM pushes CR below it.
+    /// Default 5 Mb/s.
+    pub rpg_min_rate: Rate,
+    /// Ceiling of CR and TR; `None` = the line rate. A value below the line rate keeps the
+    /// limiter engaged at that rate instead of releasing it.
+    pub rpg_max_rate: Option<Rate>,
+    /// Spread of the uniform jitter applied to every byte-counter and timer reload: the reload
+    /// is multiplied by U(1 − j, 1 + j) (802.1Q 32.13: "randomized by ±15 %"). Default 0.15;
+    /// 0 makes the firings deterministic (tests).
+    pub rp_jitter: f64,
+}
+
+impl Default for RpParams {
+    fn default() -> Self {
+        RpParams {
+            rpg_byte_reset: Bytes::new(150_000),
+            rpg_time_reset: Duration::from_millis(15),
+            rpg_threshold: 5,
+            rpg_ai_rate: Rate::from_mbps(5),
+            rpg_hai_rate: Rate::from_mbps(50),
+            rpg_gd: 7,
+            rpg_min_dec_fac: 50,
+            rpg_min_rate: Rate::from_mbps(5),
+            rpg_max_rate: None,
+            rp_jitter: 0.15,
+        }
+    }
+}
+
+/// The whole configuration of one agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// Rate of the uplink: the round-robin across flows never exceeds it, unlimited flows are
+    /// sent at it, and a limiter is released when its rate reaches it. Default 1 Gb/s.
+    pub line_rate: Rate,
+    /// PCP of the 802.1Q tag put on every frame sent up (802.1Q clause 6.9.3); also the
+    /// priority of untagged host frames. Default 3, the usual CNPV.
+    pub priority: u8,
+    /// VID of that tag; 0 = priority-tagged frame (802.1Q clause 9.6). Default 0.
+    pub vid: u16,
+    /// What identifies a flow. Default `dst-priority`.
+    pub flow_key: FlowKeyMode,
+    /// The host's MAC address: CNMs are accepted only when addressed to it (their DA is the SA
+    /// of the sampled frame, 802.1Q clause 32.10). `None` accepts CNMs addressed to anyone.
+    #[serde(deserialize_with = "de_opt_mac")]
+    pub mac: Option<EthernetAddress>,
+    /// Bytes one flow may hold queued; a host frame that does not fit is refused with
+    /// backpressure. Default 256 KB.
+    pub queue_limit: Bytes,
+    /// Bytes of frames waiting for the host (network → host). Frames beyond it are counted
+    /// drops (`host_queue_full`). Default 1 MB.
+    pub host_queue_limit: Bytes,
+    /// Most flows tracked at once. Default 256; at most 4096.
+    pub max_flows: usize,
+    /// A released flow with an empty queue is forgotten after this idle time, freeing its slot.
+    /// Default 10 s.
+    pub flow_idle_timeout: Duration,
+    /// Largest back-dating of a late poll (octets of line time are sent in a burst to catch
+    /// up, as the switch's shaper does). Default 200 µs.
+    pub catch_up: Duration,
+    /// Pace by the octets a frame occupies on a real Ethernet: padded to 60 octets, plus FCS (4)
+    /// and preamble, SFD and inter-packet gap (20) (802.3 clauses 3.1.1, 4.2.3.3, 4.4.2).
+    /// Default true, matching the switch's line emulation.
+    pub wire_overhead: bool,
+    /// Reaction-point algorithm. Default `qcn`.
+    pub rp_mode: RpMode,
+    /// Reaction-point parameters.
+    pub rp: RpParams,
+    /// Events kept for [`crate::Agent::drain_events`]; beyond it they are counted lost.
+    /// Default 4096.
+    pub event_capacity: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            line_rate: Rate::from_gbps(1),
+            priority: 3,
+            vid: 0,
+            flow_key: FlowKeyMode::DstPriority,
+            mac: None,
+            queue_limit: Bytes::new(256_000),
+            host_queue_limit: Bytes::new(1_000_000),
+            max_flows: 256,
+            flow_idle_timeout: Duration::from_secs(10),
+            catch_up: Duration::from_micros(200),
+            wire_overhead: true,
+            rp_mode: RpMode::Qcn,
+            rp: RpParams::default(),
+            event_capacity: 4096,
+        }
+    }
+}
+
+/// A configuration value that is out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ConfigError {
+    /// The field, as a TOML path (`rp.rpg_gd`).
+    pub field: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl AgentConfig {
+    /// The ceiling of CR and TR: `rpg_max_rate`, or the line rate.
+    pub fn max_rate(&self) -> Rate {
+        self.rp.rpg_max_rate.unwrap_or(self.line_rate)
+    }
+
+    /// Checks every value; the first problem found is returned, naming its field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.line_rate == Rate::ZERO {
+            return Err(ConfigError::new("line_rate", "must be positive"));
+        }
+        if usize::from(self.priority) >= NUM_PRIORITIES {
+            return Err(ConfigError::new("priority", "must be in 0..=7"));
+        }
+        if self.vid >= 4095 {
+            return Err(ConfigError::new("vid", "must be in 0..=4094"));
+        }
+        if (self.queue_limit.get() as usize) < MAX_FRAME {
+            return Err(ConfigError::new(
+                "queue_limit",
+                format!("must hold at least one largest frame ({MAX_FRAME} octets)"),
+            ));
+        }
+        if (self.host_queue_limit.get() as usize) < MAX_FRAME {
+            return Err(ConfigError::new(
+                "host_queue_limit",
+                format!("must hold at least one largest frame ({MAX_FRAME} octets)"),
+            ));
+        }
+        if self.max_flows == 0 || self.max_flows > MAX_FLOWS_LIMIT {
+            return Err(ConfigError::new(
+                "max_flows",
+                format!("must be in 1..={MAX_FLOWS_LIMIT}"),
+            ));
+        }
+        if self.event_capacity == 0 {
+            return Err(ConfigError::new("event_capacity", "must be at least 1"));
+        }
+        let rp = &self.rp;
+        if rp.rpg_byte_reset.get() < 2 {
+            return Err(ConfigError::new(
+                "rp.rpg_byte_reset",
+                "must be at least 2 octets",
+            ));
+        }
+        if rp.rpg_time_reset < Duration::from_micros(2) {
+            return Err(ConfigError::new(
+                "rp.rpg_time_reset",
+                "must be at least 2 µs",
+            ));
+        }
+        if rp.rpg_gd > 16 {
+            return Err(ConfigError::new(
+                "rp.rpg_gd",
+                "is log2(1/Gd) and must be in 0..=16",
+            ));
+        }
+        if rp.rpg_min_dec_fac == 0 || rp.rpg_min_dec_fac > 100 {
+            return Err(ConfigError::new(
+                "rp.rpg_min_dec_fac",
+                "must be a percentage in 1..=100",
+            ));
+        }
+        if rp.rpg_min_rate == Rate::ZERO {
+            return Err(ConfigError::new("rp.rpg_min_rate", "must be positive"));
+        }
+        let max = self.max_rate();
+        if max > self.line_rate {
+            return Err(ConfigError::new(
+                "rp.rpg_max_rate",
+                format!("must not exceed line_rate ({})", self.line_rate),
+            ));
+        }
+        if rp.rpg_min_rate > max {
+            return Err(ConfigError::new(
+                "rp.rpg_min_rate",
+                format!("must not exceed rpg_max_rate ({max})"),
+            ));
+        }
+        if !(0.0..1.0).contains(&rp.rp_jitter) {
+            return Err(ConfigError::new("rp.rp_jitter", "must be in [0, 1)"));
+        }
+        Ok(())
+    }
+}
+
+fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {
+    let s = Option::<String>::deserialize(d)?;
+    s.map(|s| EthernetAddress::from_str(&s).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        AgentConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn toml_maps_and_errors_name_the_field() {
+        let c: AgentConfig = toml::from_str(
+            r#"
+            line_rate = "100mbit"
+            priority = 5
+            flow_key = "five-tuple"
+            mac = "02:00:00:00:00:01"
+            [rp]
+            rpg_gd = 6
+            rpg_time_reset = "10ms"
+            rpg_ai_rate = "1mbit"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.line_rate, Rate::from_mbps(100));
+        assert_eq!(c.flow_key, FlowKeyMode::FiveTuple);
+        assert_eq!(c.rp.rpg_gd, 6);
+        assert_eq!(c.rp.rpg_threshold, 5);
+        assert_eq!(c.max_rate(), Rate::from_mbps(100));
+        let bad = AgentConfig {
+            rp: RpParams {
+                rpg_gd: 40,
+                ..RpParams::default()
+            },
+            ..AgentConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().field, "rp.rpg_gd");
+        let bad = AgentConfig {
+            priority: 9,
+            ..AgentConfig::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().field, "priority");
+        assert!(toml::from_str::<AgentConfig>("nonsense = 1").is_err());
+    }
+}
