@@ -218,9 +218,11 @@ impl Agent {
                 self.stats.uplink_not_for_host += 1;
             }
             _ => {
-                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get()
-                    || frame.len() > MAX_FRAME
-                {
+                if frame.len() > MAX_FRAME {
+                    self.stats.uplink_malformed += 1;
+                    return;
+                }
+                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get() {
                     self.stats.host_queue_full += 1;
                     return;
                 }
@@ -259,7 +261,7 @@ impl Agent {
                     }
                     continue;
                 };
-                let rpid = f.rp.as_ref().map(|_| f.rpid);
+                let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 if tag_for_uplink(head, f.key.priority, self.cfg.vid, rpid, &mut self.txbuf)
                     .is_err()
                 {
@@ -819,6 +821,11 @@ mod tests {
         a.handle_host(t, &f).unwrap();
         let up2 = send_all(&mut a, t + Duration::from_millis(1));
         assert_eq!(walk(&up2[0]).unwrap().rpid, Some(1));
+        a.cfg.cn_tag = false;
+        a.handle_host(t, &f).unwrap();
+        let plain = send_all(&mut a, t + Duration::from_millis(2));
+        assert_eq!(walk(&plain[0]).unwrap().rpid, None);
+        a.cfg.cn_tag = true;
         // A second CNM, now carrying the RPID.
         a.handle_uplink(t, &cnm_about(&up2[0], 32));
         assert_eq!(a.flow_rate(1), Some(Rate::from_bps(562_500_000)));
@@ -1069,6 +1076,7 @@ mod tests {
             let mut a = Agent::new(c, Rng::new(1)).unwrap();
             let e = pacing_error(&mut a, len, rate, 1, &mut rng);
             assert!(e <= 0.02, "line {rate}: error {e}");
+            println!("pacing {rate}: line-rate error {:.3} %", e * 100.0);
             // Limited flow at CR on a 10 Gb/s line: a CNM (QntzFb 32) sets CR = 0.75 × the
             // ceiling; byte counter and timer so long that CR stays put.
             let max = Rate::from_bps(rate.bps() * 4 / 3);
