@@ -224,3 +224,57 @@ impl Rp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RpMode;
+    use cnm_proto::wire::EthernetAddress;
+
+    #[test]
+    fn every_mode_keeps_its_rate_in_bounds_under_random_inputs() {
+        for mode in RpMode::ALL {
+            let cfg = AgentConfig {
+                line_rate: Rate::from_gbps(10),
+                rp_mode: mode,
+                ..AgentConfig::default()
+            };
+            let (min, line) = (cfg.rp.rpg_min_rate, cfg.line_rate);
+            let mut rng = Rng::new(21);
+            let mut ops = Rng::new(22);
+            let mut now = Instant::from_nanos(1);
+            let mut rp = Rp::new(&cfg, now, &mut rng);
+            for _ in 0..30_000 {
+                let cpid = CpId::new(EthernetAddress([2, 0, 0, 0, 0, ops.below(12) as u8]), 3);
+                match ops.below(4) {
+                    0 => {
+                        rp.on_cnm(now, ops.below(64) as u8 + 1, cpid, &mut rng);
+                    }
+                    1 => rp.on_bytes_sent(now, ops.below(40_000), &mut rng),
+                    2 => {
+                        let r = Rate::from_bps(ops.next_u64() >> ops.below(64));
+                        rp.on_rate_feedback(now, r, cpid);
+                    }
+                    _ => {
+                        now = rp
+                            .next_timer()
+                            .min(now + cnm_proto::Duration::from_millis(20));
+                        rp.on_timer(now, &mut rng);
+                    }
+                }
+                if rp.released() {
+                    // What the agent does: forget the limiter; the next feedback makes one.
+                    rp = Rp::new(&cfg, now, &mut rng);
+                    continue;
+                }
+                let (cr, tr) = (rp.rate(), rp.target());
+                assert!(min <= cr && cr <= tr && tr <= line, "{mode}: {cr} {tr}");
+                let cps = rp.cps();
+                assert!(cps.len() <= cfg.rp.rpg_bs_max_cps);
+                if mode.per_cp() {
+                    assert_eq!(cps.iter().map(|c| c.cr).min(), Some(cr), "{mode}");
+                }
+            }
+        }
+    }
+}
