@@ -10,11 +10,11 @@
 //! QCN cuts its single rate on every one of them: the multi-hop flow is regulated far below its
 //! fair share at any one bottleneck.
 //!
-//! **Algorithm.** The reaction point keeps a table RL[SW_i] of standard QCN limiters — CR, TR,
+//! **Algorithm.** The reaction point keeps a table RL\[SW_i\] of standard QCN limiters — CR, TR,
 //! byte-counter and timer stages, byte counter, timer — one per congestion point, identified by
 //! the CPID of the CNMs (the paper uses the switch's MAC; the CPID names the congested queue,
 //! 802.1Q clause 33.4.3, and contains the MAC):
-//! * **CNM from SW_i**: if RL[SW_i] exists its stages are reset, its byte counter reloaded and
+//! * **CNM from SW_i**: if RL\[SW_i\] exists its stages are reset, its byte counter reloaded and
 //!   its CR decreased as in standard QCN (802.1Q 32.14.1); otherwise a new entry is created
 //!   with the initial values of a conventional limiter (CR = TR = line rate) and the CNM is
 //!   applied to it (section II.B: "a new transmission rate is calculated for the congested
@@ -22,15 +22,15 @@
 //! * **Data transmitted**: the octets count against the byte counter of *every* entry; each
 //!   entry's expiries run its own fast recovery / active / hyper-active increase.
 //! * **Timer**: every entry has its own (802.1Q 32.14.3 per entry).
-//! * **Rate**: the flow is sent at Transmission_rate = min over entries of RL[SW_i].CR — the
+//! * **Rate**: the flow is sent at Transmission_rate = min over entries of RL\[SW_i\].CR — the
 //!   most congested switch is the one selected.
 //! * **Release**: an entry whose CR reaches the line rate is dropped (as a standard limiter is
 //!   released, 802.1Q 32.14.2); the flow's limiter is released when no entry remains.
 //!
 //! **Adaptive BC_LIMIT per entry** (mode `adaptive-bc+qcn-bs`, Algorithm 1 as published):
-//! BC_LIMIT[SW_i] = K · RL[SW_i].CR, each entry with its own CR ([`crate::rp::adaptive_bc`]).
+//! BC_LIMIT\[SW_i\] = K · RL\[SW_i\].CR, each entry with its own CR ([`crate::rp::adaptive_bc`]).
 //!
-//! **Bound [choice].** The paper's table is unbounded. Here a flow keeps at most
+//! **Bound \[choice\].** The paper's table is unbounded. Here a flow keeps at most
 //! `rpg_bs_max_cps` entries (default 8); a CNM from a further congestion point displaces the
 //! entry with the highest CR (the least constraining one; the first such on a tie), the new
 //! entry takes its place and the displacement is counted (`bs_cp_overflow`). The selected
@@ -330,7 +330,7 @@ mod tests {
         let mut bs = BsRp::new(&p, Rate::from_gbps(10), BcLimit::Adaptive { k: PAPER_K });
         bs.on_cnm(now, 64, cp(1), &mut rng); // ×(1 − 63/128): 5.078125 G
         bs.on_cnm(now, 32, cp(2), &mut rng); // 7.5 G
-                                             // BC_LIMIT[SW_i] = K · RL[SW_i].CR: 240 µs of each entry's own rate.
+                                             // BC_LIMIT\[SW_i\] = K · RL\[SW_i\].CR: 240 µs of each entry's own rate.
         let limits: Vec<u64> = bs.entries().iter().map(|e| e.rp.bytes_left()).collect();
         assert_eq!(limits, [152_343, 225_000]);
     }

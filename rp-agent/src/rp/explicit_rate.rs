@@ -17,14 +17,14 @@
 //!
 //! As in the slide, CP stays unset when the first message does not lower the rate.
 //!
-//! **Bounds [choice].** The advertised rate is first clamped to [`rpg_min_rate`, ceiling] (the
+//! **Bounds \[choice\].** The advertised rate is first clamped to [`rpg_min_rate`, ceiling] (the
 //! ceiling is `rpg_max_rate`, default the line rate), so hostile or broken feedback — rate 0,
 //! rates beyond the line — can neither stop the flow nor exceed the line; the rule then compares
 //! clamped rates. A limiter starts at the ceiling with CP unset (the source before any
 //! feedback); when `r` reaches the line rate the limiter is released, as a QCN limiter is
 //! (802.1Q 32.14.2), which is the same as "r = line rate, CP unset".
 //!
-//! **Expiry [choice].** The paper's source never forgets its rate. Here a limiter that has
+//! **Expiry \[choice\].** The paper's source never forgets its rate. Here a limiter that has
 //! followed no feedback for `rp_er_timeout` (default 1 s) is released: the flow returns to the
 //! line rate and forgets CP. Only *applied* feedback refreshes it — feedback ignored by the rule
 //! does not — so a source whose bottleneck vanished (route change, switch restarted, CP turned
