@@ -328,9 +328,10 @@ mod tests {
         let now = Instant::from_nanos(1);
         let p = params();
         let mut bs = BsRp::new(&p, Rate::from_gbps(10), BcLimit::Adaptive { k: PAPER_K });
-        bs.on_cnm(now, 64, cp(1), &mut rng); // ×(1 − 63/128): 5.078125 G
-        bs.on_cnm(now, 32, cp(2), &mut rng); // 7.5 G
-                                             // BC_LIMIT\[SW_i\] = K · RL\[SW_i\].CR: 240 µs of each entry's own rate.
+        // QntzFb 64 is taken as 63: ×(1 − 63/128) = 5.078125 G; QntzFb 32: 7.5 G.
+        bs.on_cnm(now, 64, cp(1), &mut rng);
+        bs.on_cnm(now, 32, cp(2), &mut rng);
+        // BC_LIMIT[SW_i] = K · RL[SW_i].CR: 240 µs of each entry's own rate.
         let limits: Vec<u64> = bs.entries().iter().map(|e| e.rp.bytes_left()).collect();
         assert_eq!(limits, [152_343, 225_000]);
     }
