@@ -16,6 +16,7 @@ fn main() -> anyhow::Result<()> {
     });
     let mut topo = Topology::load(std::path::Path::new(&path))?;
     topo.output.trace = None;
+    topo.duration = duration;
     let (mut sim, built) = topo.build()?;
     let wall = std::time::Instant::now();
     sim.run_until(Instant::ZERO + duration);
