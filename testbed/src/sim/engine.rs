@@ -870,6 +870,11 @@ impl Sim {
             }
             Kind::Sample => {
                 self.sample();
+                if self.trace.is_none() {
+                    // Keep the cores' bounded event logs from filling (and counting losses)
+                    // when nobody reads them.
+                    self.write_trace(false);
+                }
                 let next = self.now + self.opts.sample_interval;
                 self.push(next, Kind::Sample);
             }
