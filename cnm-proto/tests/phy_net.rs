@@ -481,3 +481,49 @@ fn tap_create_send_recv() {
         assert!(e.is_link_gone(), "{e}");
     });
 }
+
+#[test]
+fn jumbo_frames_and_oversized_drops() {
+    let Some(ns) = Netns::create("jumbo_frames_and_oversized_drops") else {
+        return;
+    };
+    let (a, b) = ns.veth();
+    ns.run(move || {
+        for i in [&a, &b] {
+            phy::iface::set_mtu(i, 9000).unwrap();
+            phy::offload::disable_all(i).unwrap();
+        }
+        let jumbo = AfPacketConfig::for_mtu(9000);
+        let mut pa = AfPacketPort::open(&a, &jumbo).unwrap();
+        let mut pb = AfPacketPort::open(&b, &jumbo).unwrap();
+        // A receiver with default (1500-MTU) slots on the same link.
+        let mut small = AfPacketPort::open(&b, &AfPacketConfig::default()).unwrap();
+        let max = frame(B_MAC, A_MAC, TEST_ETHERTYPE, &[0x5a; 9000]);
+        let max_tagged = tagged(&max, 0x8100, 7);
+        assert_eq!(max_tagged.len(), 9018);
+        assert!(pa.send(&max).unwrap());
+        assert!(pa.send(&max_tagged).unwrap());
+        pa.flush().unwrap();
+        assert_eq!(
+            collect(&mut pb, 2, Duration::from_secs(3)),
+            vec![max, max_tagged]
+        );
+        // Too large for the small slots: dropped and counted, never delivered truncated.
+        assert!(collect(&mut small, 1, Duration::from_millis(100)).is_empty());
+        assert_eq!(small.stats().unwrap().rx_truncated, 2);
+        // The slot limit is exact: max_rx_frame() fits, one more octet does not.
+        let limit = AfPacketConfig::default().max_rx_frame();
+        let fits = frame(B_MAC, A_MAC, TEST_ETHERTYPE, &vec![1; limit - 14]);
+        let over = frame(B_MAC, A_MAC, TEST_ETHERTYPE, &vec![2; limit - 13]);
+        assert!(pa.send(&fits).unwrap());
+        assert!(pa.send(&over).unwrap());
+        pa.flush().unwrap();
+        assert_eq!(
+            collect(&mut small, 2, Duration::from_millis(300)),
+            vec![fits]
+        );
+        assert_eq!(small.stats().unwrap().rx_truncated, 3);
+        assert!(jumbo.max_rx_frame() >= 9018);
+        assert!(AfPacketConfig::default().max_rx_frame() >= 1518);
+    });
+}

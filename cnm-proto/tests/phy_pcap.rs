@@ -217,3 +217,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn tshark_reads_the_writer_output() {
+    let path = std::env::temp_dir().join(format!("phy-pcap-{}.pcap", std::process::id()));
+    let mut w = PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    let mut f = vec![0xffu8; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f.extend_from_slice(&0x88B5u16.to_be_bytes());
+    f.resize(60, 0);
+    w.write(Instant::from_nanos(12_000_000_345), &f).unwrap();
+    w.write(Instant::from_nanos(13_500_000_000), &f[..40])
+        .unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let out = std::process::Command::new("tshark")
+        .args(["-r"])
+        .arg(&path)
+        .args(["-T", "fields", "-e", "frame.len", "-e", "frame.time_epoch"])
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => panic!("tshark failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipping tshark_reads_the_writer_output: tshark not runnable: {e}");
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("60\t12.000000345"), "{text}");
+    assert!(lines[1].starts_with("40\t13.500000000"), "{text}");
+}

@@ -46,7 +46,7 @@
 //! largest backlog seen.
 
 use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
-use crate::cp::{CongestionPoint, CpStats, Feedback, Placement};
+use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, Decision};
@@ -609,29 +609,20 @@ impl Bridge {
             return;
         };
         f.cn_exempt = exempt;
-        let len = f.len();
         let was_empty = ib.push(o, f);
         let qlen = ib.bytes();
         if was_empty {
             self.rings[o * P + p].join(i as u16);
         }
-        self.input_enqueued(now, i, p, o, len, qlen);
+        self.input_enqueued(now, i, p, o, qlen);
         self.fabric(now, o, p);
     }
 
-    /// Input congestion point hook: a frame of `len` octets entered the VOQ for `o` in the
-    /// input buffer of (`i`, `p`), which now holds `qlen` octets. Lossless mode checks Qhigh
-    /// here; an input CP samples here.
+    /// Input congestion point hook: a frame entered the VOQ for `o` in the input buffer of
+    /// (`i`, `p`), which now holds `qlen` octets. Lossless mode checks Qhigh here; an input
+    /// CP samples here.
     #[inline]
-    fn input_enqueued(
-        &mut self,
-        now: Instant,
-        i: usize,
-        p: usize,
-        o: usize,
-        len: usize,
-        qlen: u64,
-    ) {
+    fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
         if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
             self.send_pause(now, i, p, on);
         }
@@ -650,15 +641,21 @@ impl Bridge {
             return;
         }
         let k = usize::from(k);
-        if let Some(fb) = self.cps[k].arrival(len, qlen, &mut self.rng) {
+        let a = Arrival {
+            now,
+            frame: &f.buf,
+            qlen,
+            ingress: PortId(f.ingress),
+        };
+        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
             self.congestion_feedback(now, k, QueueRef::Input(q, o), fb);
         }
     }
 
-    /// Output congestion point hook: a frame of `len` octets entered the output queue of
-    /// (`o`, `p`), which now holds `qlen` octets. The standard (output) CP samples here.
+    /// Output congestion point hook: a frame entered the output queue of (`o`, `p`), which now
+    /// holds `qlen` octets. The standard (output) CP samples here.
     #[inline]
-    fn output_enqueued(&mut self, now: Instant, o: usize, p: usize, len: usize, qlen: u64) {
+    fn output_enqueued(&mut self, now: Instant, o: usize, p: usize, qlen: u64) {
         if self.cp_placement != Placement::Output {
             return;
         }
@@ -674,13 +671,19 @@ impl Bridge {
             return;
         }
         let k = usize::from(k);
-        if let Some(fb) = self.cps[k].arrival(len, qlen, &mut self.rng) {
+        let a = Arrival {
+            now,
+            frame: &f.buf,
+            qlen,
+            ingress: PortId(f.ingress),
+        };
+        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
             self.congestion_feedback(now, k, QueueRef::Output(q), fb);
         }
     }
 
     /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds the CNM for it
-    /// (802.1Q-2011 32.8.5, 33.4) and queues it on the control queue of the port the frame
+    /// (802.1Q-2011 32.8, 33.4) and queues it on the control queue of the port the frame
     /// arrived on.
     #[cold]
     #[inline(never)]
@@ -785,7 +788,7 @@ impl Bridge {
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
-            self.output_enqueued(at, o, p, len, qlen);
+            self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
     }

@@ -270,7 +270,7 @@ pub enum Event {
         /// Largest pause time requested, in quanta (0 = resume).
         quanta: u16,
     },
-    /// A congestion point sent a CNM (802.1Q-2011 32.8.5 / 33.4).
+    /// A congestion point sent a CNM (802.1Q-2011 32.8 / 33.4).
     Cnm {
         /// When (nanoseconds).
         #[serde(serialize_with = "ser_instant")]

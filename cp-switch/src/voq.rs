@@ -9,7 +9,8 @@
 //! output never waits behind frames for another output: only the shared byte budget is common.
 //!
 //! The occupancy of this buffer is what lossless mode watches ([`crate::pause`]) and what an
-//! input congestion point will sample (a QCN CP observes every enqueue with the queue length).
+//! input congestion point (`cp.placement = "input"`, [`crate::cp`]) samples: it observes every
+//! enqueue with the buffer occupancy.
 
 use crate::pool::Frame;
 use crate::stats::QueueCounters;

@@ -535,3 +535,31 @@ fn placement_off() {
     assert!(cnms(&h).is_empty());
     assert_eq!(EtherType::from(0x22E7), EtherType::Cnm);
 }
+
+/// Sampling and CNMs reuse the pooled buffers: once the queues have reached their largest
+/// backlog, more CNMs allocate no more frame buffers.
+#[test]
+fn no_buffer_allocation_in_steady_state() {
+    let mut h = harness(dumbbell(Placement::Output));
+    let mk = |host, seq| numbered(3, host, Some(3), 0x88B6, seq);
+    drive(
+        &mut h,
+        &[(0, 1), (1, 2)],
+        Duration::from_micros(20),
+        Duration::from_millis(60),
+        &mk,
+    );
+    let before = h.bridge.stats();
+    h.clear();
+    drive(
+        &mut h,
+        &[(0, 1), (1, 2)],
+        Duration::from_micros(20),
+        Duration::from_millis(100),
+        &mk,
+    );
+    let after = h.bridge.stats();
+    let cnm = |s: &cp_switch::BridgeStats| s.cps.iter().map(|c| c.cnm_tx).sum::<u64>();
+    assert!(cnm(&after) > cnm(&before) + 10);
+    assert_eq!(after.buffers_allocated, before.buffers_allocated);
+}

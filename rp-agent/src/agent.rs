@@ -210,14 +210,20 @@ impl Agent {
                 }
             }
             EtherType::RateFeedback => self.stats.rate_feedback_rx += 1,
+            // Like a NIC without promiscuous mode: unicast frames for other stations stay out.
+            _ if info.dst.is_unicast() && self.cfg.mac.is_some_and(|m| m != info.dst) => {
+                self.stats.uplink_not_for_host += 1;
+            }
             _ => {
-                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get()
-                    || frame.len() > MAX_FRAME
-                {
+                if frame.len() > MAX_FRAME {
+                    self.stats.uplink_malformed += 1;
+                    return;
+                }
+                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get() {
                     self.stats.host_queue_full += 1;
                     return;
                 }
-                let mut b = self.pool.take(&[]);
+                let mut b = self.pool.take_empty(frame.len());
                 if strip_for_host(frame, self.cfg.vid, &mut b).is_err() {
                     self.pool.give(b);
                     self.stats.uplink_malformed += 1;
@@ -252,7 +258,7 @@ impl Agent {
                     }
                     continue;
                 };
-                let rpid = f.rp.as_ref().map(|_| f.rpid);
+                let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 if tag_for_uplink(head, f.key.priority, self.cfg.vid, rpid, &mut self.txbuf)
                     .is_err()
                 {
@@ -581,7 +587,7 @@ impl Agent {
                     f.rp.insert(Rp::new(&self.cfg, now, &mut self.rng))
                 }
             };
-            rp.on_cnm(now, repr.qntz_fb, &mut self.rng);
+            rp.on_cnm(now, repr.qntz_fb, repr.cpid, &mut self.rng);
             let (cr, tr) = (rp.rate(), rp.target());
             f.pacer.set_rate(cr);
             f.cnm_rx += 1;
@@ -700,6 +706,11 @@ mod tests {
         a.handle_host(t, &f).unwrap();
         let up2 = send_all(&mut a, t + Duration::from_millis(1));
         assert_eq!(walk(&up2[0]).unwrap().rpid, Some(1));
+        a.cfg.cn_tag = false;
+        a.handle_host(t, &f).unwrap();
+        let plain = send_all(&mut a, t + Duration::from_millis(2));
+        assert_eq!(walk(&plain[0]).unwrap().rpid, None);
+        a.cfg.cn_tag = true;
         // A second CNM, now carrying the RPID.
         a.handle_uplink(t, &cnm_about(&up2[0], 32));
         assert_eq!(a.flow_rate(1), Some(Rate::from_bps(562_500_000)));
@@ -707,6 +718,9 @@ mod tests {
         let mut down = Vec::new();
         tag_for_uplink(&frame(HOST, 80), 3, 0, Some(5), &mut down).unwrap();
         a.handle_uplink(t, &down);
+        // Unicast for another station: not delivered.
+        a.handle_uplink(t, &frame(PEER, 80));
+        assert_eq!(a.stats().uplink_not_for_host, 1);
         let mut got = Vec::new();
         a.poll_host(t, &mut |f| {
             got.push(f.to_vec());
@@ -947,6 +961,7 @@ mod tests {
             let mut a = Agent::new(c, Rng::new(1)).unwrap();
             let e = pacing_error(&mut a, len, rate, 1, &mut rng);
             assert!(e <= 0.02, "line {rate}: error {e}");
+            println!("pacing {rate}: line-rate error {:.3} %", e * 100.0);
             // Limited flow at CR on a 10 Gb/s line: a CNM (QntzFb 32) sets CR = 0.75 × the
             // ceiling; byte counter and timer so long that CR stays put.
             let max = Rate::from_bps(rate.bps() * 4 / 3);
@@ -972,6 +987,72 @@ mod tests {
             assert!(e <= 0.02, "limited {rate}: error {e}");
             println!("pacing {rate}: limited-flow error {:.3} %", e * 100.0);
         }
+    }
+
+    #[test]
+    fn no_allocation_in_steady_state() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        let mut now = Instant::from_nanos(1);
+        let f1 = frame(PEER, 1500);
+        let f2 = frame(PEER2, 64);
+        let mut down = Vec::new();
+        tag_for_uplink(&frame(HOST, 1500), 3, 0, None, &mut down).unwrap();
+        let run = |a: &mut Agent, now: &mut Instant, n: usize| {
+            for _ in 0..n {
+                while a.handle_host(*now, &f1).is_ok() && a.handle_host(*now, &f2).is_ok() {}
+                a.handle_uplink(*now, &down);
+                a.poll_host(*now, &mut |_| true);
+                *now = a.poll_timeout().unwrap_or(*now).max(*now);
+                a.poll_uplink(*now, &mut |_| true);
+            }
+        };
+        run(&mut a, &mut now, 2000);
+        let warm = a.stats().buffers_allocated;
+        run(&mut a, &mut now, 20_000);
+        assert_eq!(a.stats().buffers_allocated, warm);
+        // Bounded by the queue limits: 256 KB per flow of 64..1500-octet frames plus the host
+        // queue.
+        assert!(warm < 2 * 256_000 / 64 + 1_000_000 / 1500 + 16, "{warm}");
+    }
+
+    #[test]
+    fn five_tuple_flows_matched_by_encapsulated_ip_header() {
+        let udp = |port: u16| {
+            let mut f = frame(PEER, 100);
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            let ip = &mut f[14..];
+            ip[0] = 0x45;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+            ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+            ip[20..22].copy_from_slice(&5000u16.to_be_bytes());
+            ip[22..24].copy_from_slice(&port.to_be_bytes());
+            f
+        };
+        let c = AgentConfig {
+            flow_key: crate::FlowKeyMode::FiveTuple,
+            ..cfg(Rate::from_gbps(1))
+        };
+        let mut a = Agent::new(c, Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1);
+        a.handle_host(t, &udp(1)).unwrap();
+        a.handle_host(t, &udp(2)).unwrap();
+        let mut up = Vec::new();
+        let mut now = t;
+        while up.len() < 2 {
+            a.poll_uplink(now, &mut |f| {
+                up.push(f.to_vec());
+                true
+            });
+            now += Duration::from_micros(10);
+        }
+        // No CN-TAG yet: the CNM is matched by the encapsulated UDP header of flow 2.
+        a.handle_uplink(now, &cnm_about(&up[1], 32));
+        let v = a.flows();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].state, RpState::Released);
+        assert_eq!(v[1].state, RpState::Fr);
+        assert!(v[1].five_tuple.as_deref().unwrap().ends_with(":2"));
     }
 
     #[test]

@@ -6,6 +6,25 @@
 //! (`include/uapi/linux/dcbnl.h`), which mirror the IEEE8021-CN-MIB RP objects of
 //! 802.1Q-2011 clause 32.13 (`rpg_*`). Defaults are the standard's, as listed in the project's QCN
 //! reference (§3), except `rpg_max_rate`, which defaults to the configured line rate.
+//!
+//! ```toml
+//! line_rate = "100mbit"
+//! priority = 3                 # PCP of the tag on every frame sent up
+//! vid = 0                      # 0 = priority-tagged
+//! flow_key = "dst-priority"    # or "five-tuple"
+//! queue_limit = "256KB"        # per flow; a full queue stops reading the host
+//! rp_mode = "qcn"
+//!
+//! [rp]
+//! rpg_byte_reset = "150KB"
+//! rpg_time_reset = "15ms"
+//! rpg_threshold = 5
+//! rpg_ai_rate = "5mbit"
+//! rpg_hai_rate = "50mbit"
+//! rpg_gd = 7                   # Gd = 1/128
+//! rpg_min_dec_fac = 50         # percent
+//! rpg_min_rate = "5mbit"
+//! ```
 
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Rate};
@@ -121,6 +140,11 @@ pub struct AgentConfig {
     /// Bytes of frames waiting for the host (network → host). Frames beyond it are counted
     /// drops (`host_queue_full`). Default 1 MB.
     pub host_queue_limit: Bytes,
+    /// Put a CN-TAG with the flow's RPID on frames of rate-limited flows (802.1Q clause 33.3).
+    /// Default true. A CN-TAG must not leave the congestion-notification domain; turn this off
+    /// when the receivers are not CN-aware and no edge port strips the tag (CNMs are then
+    /// matched by destination and priority alone).
+    pub cn_tag: bool,
     /// Most flows tracked at once. Default 256; at most 4096.
     pub max_flows: usize,
     /// A released flow with an empty queue is forgotten after this idle time, freeing its slot.
@@ -152,6 +176,7 @@ impl Default for AgentConfig {
             mac: None,
             queue_limit: Bytes::new(256_000),
             host_queue_limit: Bytes::new(1_000_000),
+            cn_tag: true,
             max_flows: 256,
             flow_idle_timeout: Duration::from_secs(10),
             catch_up: Duration::from_micros(200),
@@ -281,6 +306,22 @@ mod tests {
     #[test]
     fn defaults_validate() {
         AgentConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn module_example_parses() {
+        let doc = include_str!("config.rs");
+        let start = doc.find("//! ```toml").unwrap();
+        let end = start + doc[start..].find("//! ```\n").unwrap();
+        let text: String = doc[start..end]
+            .lines()
+            .skip(1)
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c: AgentConfig = toml::from_str(&text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rp.rpg_byte_reset, Bytes::new(150_000));
     }
 
     #[test]

@@ -26,16 +26,22 @@ fn class_of(len: usize) -> usize {
 impl BufPool {
     /// A buffer holding a copy of `bytes` (callers keep frames ≤ 16384 octets).
     pub fn take(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let c = class_of(bytes.len());
+        let mut b = self.take_empty(bytes.len());
+        b.extend_from_slice(bytes);
+        b
+    }
+
+    /// An empty buffer with room for `len` octets.
+    pub fn take_empty(&mut self, len: usize) -> Vec<u8> {
+        let c = class_of(len);
         let mut b = match self.free[c].pop() {
             Some(b) => b,
             None => {
                 self.allocated += 1;
-                Vec::with_capacity((1usize << (c as u32 + MIN_SHIFT)).max(bytes.len()))
+                Vec::with_capacity((1usize << (c as u32 + MIN_SHIFT)).max(len))
             }
         };
         b.clear();
-        b.extend_from_slice(bytes);
         b
     }
 

@@ -34,8 +34,11 @@ pub struct AgentStats {
     pub uplink_tx_bytes: u64,
     /// Frames received from the network.
     pub uplink_rx_frames: u64,
-    /// Frames from the network that could not be parsed (dropped).
+    /// Frames from the network that could not be parsed, or longer than the largest frame
+    /// (dropped).
     pub uplink_malformed: u64,
+    /// Unicast frames from the network addressed to another station (not delivered).
+    pub uplink_not_for_host: u64,
     /// Frames delivered to the host.
     pub host_tx_frames: u64,
     /// Frames from the network dropped because the host queue was full.

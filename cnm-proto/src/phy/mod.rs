@@ -59,6 +59,24 @@ pub trait Port {
     fn raw_fd(&self) -> Option<RawFd>;
 }
 
+impl<P: Port + ?Sized> Port for Box<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
+        (**self).recv_batch(max, f)
+    }
+    fn send(&mut self, frame: &[u8]) -> Result<bool, PortError> {
+        (**self).send(frame)
+    }
+    fn flush(&mut self) -> Result<(), PortError> {
+        (**self).flush()
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        (**self).raw_fd()
+    }
+}
+
 /// Monotonically increasing counters of one port (a snapshot; see each port's `stats()`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PortStats {
@@ -69,7 +87,7 @@ pub struct PortStats {
     /// Received frames whose 802.1Q/802.1ad tag the kernel had stripped and the port put back.
     pub rx_vlan_restored: u64,
     /// Frames the kernel dropped because the receive ring was full (`PACKET_STATISTICS`
-    /// `tp_drops`), or a pipe's queue was full.
+    /// `tp_drops`; AF_PACKET ports only).
     pub rx_dropped: u64,
     /// Frames dropped by the port because they were larger than a ring slot (or the TAP read
     /// buffer) and arrived truncated.

@@ -40,7 +40,7 @@ use crate::config::NUM_PRIORITIES;
 use crate::PortId;
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{CpId, EthernetAddress};
-use cnm_proto::Bytes;
+use cnm_proto::{Bytes, Instant};
 use serde::{Deserialize, Serialize};
 
 /// Destinations whose CNMs are counted one by one per CP; CNMs to further destinations are
@@ -193,6 +193,19 @@ pub enum CpAlgo {
     Qcn(qcn::Qcn),
 }
 
+/// One frame arriving at a CP's queue (after the enqueue decision).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// When (the instant the frame entered the queue).
+    pub now: Instant,
+    /// The frame as queued (destination address first).
+    pub frame: &'a [u8],
+    /// The queue's occupancy with this frame, octets.
+    pub qlen: u64,
+    /// The port the frame was received on (where a CNM about it goes).
+    pub ingress: PortId,
+}
+
 /// Feedback a CP asks the bridge to send about the frame that just arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Feedback {
@@ -306,13 +319,14 @@ impl CongestionPoint {
         &self.algo
     }
 
-    /// A frame of `len` octets arrived at the CP's queue, which now holds `qlen` octets.
-    /// Returns the feedback to send to the frame's source, if any.
+    /// A frame arrived at the CP's queue. Returns the feedback to send to the frame's source,
+    /// if any. (Variants that keep per-flow state read `a.frame`; standard QCN only needs its
+    /// length and the queue length.)
     #[inline]
-    pub fn arrival(&mut self, len: usize, qlen: u64, rng: &mut Rng) -> Option<Feedback> {
+    pub fn arrival(&mut self, a: &Arrival<'_>, rng: &mut Rng) -> Option<Feedback> {
         match &mut self.algo {
             CpAlgo::Qcn(q) => {
-                let s = q.arrival(len, qlen, rng)?;
+                let s = q.arrival(a.frame.len(), a.qlen, rng)?;
                 self.counters.samples += 1;
                 self.counters.last_fb = s.fb;
                 self.counters.last_qntz_fb = s.qntz_fb;

@@ -1,11 +1,12 @@
 //! Standard QCN congestion point (IEEE 802.1Q-2011 clause 32.8, formerly 802.1Qau).
 //!
 //! # Source
-//! IEEE 802.1Q-2011 clause 32.8 ("Congestion point variables and procedures"): 32.8.1-32.8.3
-//! give the per-CP variables (`cpQSp`, `cpW`, `cpQLen`, `cpQLenOld`, `cpSampleBase`, the
-//! octets left until the next sample), 32.8.4 the sampling procedure and 32.8.5 the feedback
-//! computation; the managed objects are in the IEEE8021-CN-MIB (`ieee8021CnCpTable`). The
-//! project's reference (QCN-REFERENCE §2) restates them; Alizadeh et al., "Data Center Transport
+//! IEEE 802.1Q-2011 clause 32.8 (formerly 802.1Qau-2010; congestion point variables and
+//! procedures): the per-CP variables (set point `cpQSp`, weight `cpW`, queue length `cpQLen`
+//! and its value at the previous sample `cpQLenOld`, the sample base and the octets left until
+//! the next sample), the sampling procedure and the feedback computation; the managed objects
+//! are in the IEEE8021-CN-MIB (`ieee8021CnCpTable`). The project's reference (QCN-REFERENCE
+//! §2) restates them; Alizadeh et al., "Data Center Transport
 //! Mechanisms: Congestion Control Theory and IEEE Standardization" (Allerton 2008), give the
 //! same loop with the papers' parameter values.
 //!
@@ -25,8 +26,8 @@
 //! `QntzFb = max(1, round(63·|Fb| / Fbmax))` and a CNM goes to the source of the sampled frame.
 //! The next sampling interval is `base / (1 + ⌊QntzFb / 8⌋)` octets — 150, 75, 50, 37.5, 30,
 //! 25, 21.4, 18.75 KB for the eight QntzFb bands with the default base — or `base` when
-//! `Fb ≥ 0`; either way multiplied by a uniform jitter in [0.85, 1.15] (32.8.4: "randomized by
-//! ±15 %") drawn from the seeded generator the caller passes in.
+//! `Fb ≥ 0`; either way multiplied by a uniform jitter in [0.85, 1.15] (±15 %, 802.1Q-2011
+//! 32.8) drawn from the seeded generator the caller passes in.
 //!
 //! # Parameters (MIB name → default)
 //! * `cp_queue_set_point` (`ieee8021CnCpQueueSizeSetPoint`): 26000 octets. The papers use 33 KB
@@ -49,12 +50,12 @@ use cnm_proto::Bytes;
 /// DEFVAL).
 pub const DEFAULT_SET_POINT: Bytes = Bytes::new(26_000);
 /// Default feedback weight w = 2 (IEEE8021-CN-MIB `ieee8021CnCpFeedbackWeight`, 802.1Q-2011
-/// 32.8.2 `cpW`).
+/// 32.8 `cpW`).
 pub const DEFAULT_WEIGHT: u32 = 2;
 /// Default minimum sample base: 150000 octets (IEEE8021-CN-MIB `ieee8021CnCpMinSampleBase`,
-/// 802.1Q-2011 32.8.2 `cpSampleBase`).
+/// 802.1Q-2011 32.8 `cpSampleBase`).
 pub const DEFAULT_SAMPLE_BASE: Bytes = Bytes::new(150_000);
-/// Sampling-interval jitter: uniform in [1 − 0.15, 1 + 0.15] (802.1Q-2011 32.8.4).
+/// Sampling-interval jitter: uniform in [1 − 0.15, 1 + 0.15] (802.1Q-2011 32.8).
 pub const JITTER: f64 = 0.15;
 /// Largest QntzFb: six bits (802.1Q-2011 33.4, CNM PDU `cnmQntzFb`).
 pub const QNTZ_FB_MAX: u8 = 63;
@@ -110,7 +111,7 @@ impl QcnParams {
     }
 }
 
-/// Running state of one QCN congestion point (802.1Q-2011 32.8.3).
+/// Running state of one QCN congestion point (802.1Q-2011 32.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QcnVars {
     /// Octets still to arrive before the next sample (the countdown; ≤ 0 triggers a sample).
@@ -148,7 +149,7 @@ impl Sample {
     }
 }
 
-/// Fb = −(Qoff + w·Qδ) = −((Q − Qeq) + w·(Q − Qold)) (802.1Q-2011 32.8.5).
+/// Fb = −(Qoff + w·Qδ) = −((Q − Qeq) + w·(Q − Qold)) (802.1Q-2011 32.8).
 #[inline]
 pub fn feedback(q: u64, q_old: u64, qeq: u64, w: u32) -> i64 {
     let q = q as i64;
@@ -158,7 +159,7 @@ pub fn feedback(q: u64, q_old: u64, qeq: u64, w: u32) -> i64 {
 }
 
 /// QntzFb for `fb`: 0 when `fb ≥ 0`, else `max(1, round(63·min(|Fb|, Fbmax) / Fbmax))` with
-/// `Fbmax = (2w + 1)·Qeq` (802.1Q-2011 32.8.5).
+/// `Fbmax = (2w + 1)·Qeq` (802.1Q-2011 32.8).
 #[inline]
 pub fn quantize(fb: i64, qeq: u64, w: u32) -> u8 {
     if fb >= 0 {
@@ -173,7 +174,7 @@ pub fn quantize(fb: i64, qeq: u64, w: u32) -> u8 {
 }
 
 /// The sampling interval after a sample with `qntz_fb` (0 = no congestion):
-/// `base / (1 + ⌊qntz_fb / 8⌋)` (802.1Q-2011 32.8.4, integer division).
+/// `base / (1 + ⌊qntz_fb / 8⌋)` (802.1Q-2011 32.8, integer division).
 #[inline]
 pub fn sample_interval(base: u64, qntz_fb: u8) -> u64 {
     base / (1 + u64::from(qntz_fb.min(QNTZ_FB_MAX) / 8))

@@ -1,7 +1,7 @@
 //! `--trace FILE`: JSON lines written by a background thread.
 //!
 //! The dataplane formats a record (a queue-occupancy snapshot every `--trace-interval`, or an
-//! event: drop, pause on/off, rate change) and hands the line to the writer thread through a
+//! event: drop, pause on/off, CNM sent, rate change) and hands the line to the writer thread through a
 //! bounded channel with `try_send`: a slow disk can never stall forwarding. Lines that do not fit
 //! are counted in [`TraceWriter::lost`] and reported at exit. The same record shapes are written
 //! by the simulator, so one analysis path reads both.

@@ -7,12 +7,15 @@
 //!
 //! [`Rp`] dispatches over the algorithms selected by [`crate::config::RpMode`]; only standard
 //! QCN ([`qcn`]) exists so far. A new mode adds a module here, a variant to [`Rp`] and to
-//! `RpMode`, and an arm to each method below.
+//! `RpMode`, and an arm to each method below. Explicit-rate feedback messages (0x88B5) are
+//! parsed by nobody yet: the agent counts them (`rate_feedback_rx`) in
+//! [`crate::Agent::handle_uplink`], where a mode that uses them would hook in.
 
 pub mod qcn;
 
 use crate::config::{AgentConfig, RpMode};
 use cnm_proto::rng::Rng;
+use cnm_proto::wire::CpId;
 use cnm_proto::{Instant, Rate};
 use serde::Serialize;
 
@@ -49,8 +52,10 @@ impl Rp {
         }
     }
 
-    /// A CNM with this quantized feedback (1..=63) arrived for the flow.
-    pub fn on_cnm(&mut self, now: Instant, qntz_fb: u8, rng: &mut Rng) {
+    /// A CNM with this quantized feedback (1..=63) from congestion point `cpid` arrived for
+    /// the flow. Standard QCN ignores the CPID; per-CP modes (QCN/BS) key their limiters on it.
+    pub fn on_cnm(&mut self, now: Instant, qntz_fb: u8, cpid: CpId, rng: &mut Rng) {
+        let _ = cpid;
         match self {
             Rp::Qcn(q) => q.on_cnm(now, qntz_fb, rng),
         }

@@ -482,6 +482,38 @@ mod tests {
     }
 
     #[test]
+    fn invariants_under_random_inputs() {
+        // min_rate ≤ CR ≤ TR ≤ max_rate whatever arrives, in whatever order.
+        let mut rng = Rng::new(11);
+        let mut ops = Rng::new(12);
+        for line in [
+            Rate::from_mbps(10),
+            Rate::from_gbps(1),
+            Rate::from_gbps(100),
+        ] {
+            let p = RpParams {
+                rpg_gd: (ops.below(8) + 1) as u8,
+                ..RpParams::default()
+            };
+            let mut now = at(0);
+            let mut rp = QcnRp::new(&p, line, now, &mut rng);
+            for _ in 0..50_000 {
+                match ops.below(3) {
+                    0 => rp.on_cnm(now, ops.below(256) as u8, &mut rng),
+                    1 => rp.on_bytes_sent(now, ops.below(20_000), &mut rng),
+                    _ => {
+                        now = rp.next_timer();
+                        rp.on_timer(now, &mut rng);
+                    }
+                }
+                let (cr, tr) = (rp.rate(), rp.target());
+                assert!(cr >= p.rpg_min_rate.min(line), "{cr} {tr}");
+                assert!(cr <= tr && tr <= line, "{cr} {tr}");
+            }
+        }
+    }
+
+    #[test]
     fn jitter_stays_within_fifteen_percent() {
         let p = RpParams::default();
         let mut rng = Rng::new(7);

@@ -1,0 +1,55 @@
+//! Benchmarks that print numbers (performance is never asserted in tests).
+//!
+//! * [`forwarding`] — `testbed bench forwarding`: frames/s and Gb/s through a veth pair, the
+//!   Linux bridge and cp-switch, measured in one run with the testbed's own raw-socket blaster
+//!   and counter ([`blast`]).
+
+pub mod blast;
+pub mod forwarding;
+pub mod frame;
+pub mod report;
+
+pub use report::{Measurement, Outcome, PathKind, Report, Row};
+
+use crate::netns::NetnsError;
+
+/// Errors of a benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Namespaces need root.
+    #[error("the benchmark builds network namespaces and must run as root")]
+    NotRoot,
+    /// A frame size outside what the links carry.
+    #[error("frame size {0} is outside {min}..={max} octets", min = frame::MIN_SIZE, max = frame::MAX_SIZE)]
+    BadSize(usize),
+    /// Building or tearing down the topology.
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    /// A packet port failed (the blaster's or the counter's).
+    #[error("{role}: {source}")]
+    Port {
+        /// `blaster` or `counter`.
+        role: &'static str,
+        /// The port error.
+        #[source]
+        source: cnm_proto::phy::PortError,
+    },
+    /// Entering a namespace or another OS call failed.
+    #[error("{role}: {source}")]
+    Io {
+        /// Which thread.
+        role: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No test frame reached the counter.
+    #[error("no test frame reached the counter within {0}")]
+    NothingReceived(cnm_proto::Duration),
+    /// A worker thread panicked.
+    #[error("the {0} thread panicked")]
+    Panicked(&'static str),
+    /// SIGINT/SIGTERM.
+    #[error(transparent)]
+    Interrupted(#[from] crate::signals::Interrupted),
+}

@@ -1,0 +1,215 @@
+//! The `testbed` binary end to end: a short forwarding benchmark, teardown on SIGINT, and
+//! `testbed down` after a crash. Run as root; otherwise each prints why it skips.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use testbed::netns::{can_run_network_tests, list_namespaces};
+
+const BIN: &str = env!("CARGO_BIN_EXE_testbed");
+
+/// Namespaces created by process `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let prefix = format!("qtb-{pid}-");
+    list_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+fn wait_for_namespaces(pid: u32, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while namespaces_of(pid).len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the run never built its topology"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn bench_forwarding_json_smoke() {
+    if !can_run_network_tests("bench_forwarding_json_smoke") {
+        return;
+    }
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "forwarding",
+            "--duration",
+            "200ms",
+            "--warmup",
+            "100ms",
+            "--sizes",
+            "60,1514",
+            "--cp-switch",
+            "/nonexistent/cp-switch",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        match r["path"].as_str().unwrap() {
+            "veth" | "bridge" => {
+                assert_eq!(r["status"], "measured", "{r}");
+                assert!(r["rx_frames"].as_u64().unwrap() > 0, "{r}");
+                assert!(r["rx_fps"].as_f64().unwrap() > 0.0, "{r}");
+            }
+            "cp-switch" => assert_eq!(r["status"], "not-built", "{r}"),
+            other => panic!("unexpected path {other}"),
+        }
+    }
+    assert_eq!(report["ratios"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bench_rejects_bad_sizes() {
+    let out = Command::new(BIN)
+        .args(["bench", "forwarding", "--sizes", "20"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("frame size 20") || stderr.contains("root"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sigint_tears_down_and_exits_130() {
+    if !can_run_network_tests("sigint_tears_down_and_exits_130") {
+        return;
+    }
+    let child = Command::new(BIN)
+        .args(["bench", "forwarding", "--duration", "30s", "--sizes", "64"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for_namespaces(pid, 3);
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left: {:?}",
+        namespaces_of(pid)
+    );
+}
+
+#[test]
+fn down_cleans_up_after_a_killed_run() {
+    if !can_run_network_tests("down_cleans_up_after_a_killed_run") {
+        return;
+    }
+    let mut child = Command::new(BIN)
+        .args(["bench", "forwarding", "--duration", "30s", "--sizes", "64"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for_namespaces(pid, 3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(namespaces_of(pid).len(), 3, "SIGKILL leaves the topology");
+
+    let out = Command::new(BIN).args(["down", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let removed: Vec<&str> = report["namespaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let left = namespaces_of(pid);
+    assert!(
+        left.is_empty(),
+        "{left:?} left after testbed down (removed {removed:?})"
+    );
+    assert!(removed.len() >= 3, "{removed:?}");
+    assert!(
+        !report["state_files"].as_array().unwrap().is_empty(),
+        "the state file was used: {report}"
+    );
+}
+
+#[test]
+fn bench_reports_a_cp_switch_that_fails_to_start() {
+    if !can_run_network_tests("bench_reports_a_cp_switch_that_fails_to_start") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("qtb-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("cp-switch");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"cannot open port: $*\" >&2\nexit 2\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "forwarding",
+            "--duration",
+            "100ms",
+            "--warmup",
+            "50ms",
+            "--sizes",
+            "64",
+            "--json",
+            "--cp-switch",
+        ])
+        .arg(&fake)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == "cp-switch")
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "failed", "{row}");
+    let error = row["error"].as_str().unwrap();
+    assert!(
+        error.contains("exited at start")
+            && error.contains("cannot open port: --port p1 --port p2"),
+        "{error}"
+    );
+}
