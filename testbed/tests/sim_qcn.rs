@@ -280,3 +280,22 @@ fn every_generated_frame_is_received_or_dropped() {
     assert_eq!(queued_at_agents, 0);
     assert_eq!(generated, received + drops(&r));
 }
+
+#[test]
+fn trace_is_read_by_the_analysis_reader() {
+    let text = String::from_utf8(trace_of(3)).unwrap();
+    // `trace_of` appends the summary as a last line without a newline; keep the trace only.
+    let trace: String = text
+        .lines()
+        .filter(|l| l.contains("\"type\":"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let data = testbed::analysis::trace::read_trace(
+        trace.as_bytes(),
+        "sim",
+        &testbed::analysis::trace::TraceOptions::default(),
+    );
+    assert_eq!(data.stats.bad_lines, 0, "{:?}", data.stats.first_bad);
+    assert!(!data.queues.is_empty());
+    assert!(!data.events.is_empty());
+}
