@@ -341,7 +341,7 @@ mod tests {
         assert_ne!(a.key(), b.key());
         assert!(FlowId::of(&[0; 13], 3).is_none());
         // A tagged TPID with a truncated tag is read as VID 0, never a panic.
-        let mut t = fr(1, Some(5), 15);
+        let mut t = fr(1, Some(5), 60);
         t.truncate(15);
         assert_eq!(FlowId::of(&t, 3).unwrap().vid, 0);
     }

@@ -932,6 +932,192 @@ mod tests {
     }
 
     #[test]
+    fn variant_config_and_combinations() {
+        let c: CpConfig = toml::from_str(
+            "mode = \"fqcn\"\nmax_flows = 64\n[[fqcn_weights]]\nmac = \"02:00:00:00:00:01\"\nweight = 4\n[[fqcn_weights]]\nvid = 10\nweight = 2\n",
+        )
+        .unwrap();
+        assert_eq!(c.mode, CpMode::Fqcn);
+        assert_eq!(c.max_flows, 64);
+        assert!(c.validate().is_ok());
+        let id = |m: u8, vid| FlowId {
+            src: EthernetAddress([2, 0, 0, 0, 0, m]),
+            vid,
+            priority: 3,
+        };
+        assert_eq!(weight_of(&c.fqcn_weights, &id(1, 10)), 4);
+        assert_eq!(weight_of(&c.fqcn_weights, &id(2, 10)), 2);
+        assert_eq!(weight_of(&c.fqcn_weights, &id(2, 0)), 1);
+        let c: CpConfig = toml::from_str(
+            "mode = \"explicit-rate\"\ner_interval = \"3ms\"\ner_a = 1.1\ner_min_rate = \"1mbit\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.er_params().interval, Some(Duration::from_millis(3)));
+        assert_eq!(c.er_params().a, 1.1);
+        assert_eq!(c.er_params().qeq, 26_000);
+        assert!(c.validate().is_ok());
+        let c: CpConfig = toml::from_str("culprit = \"occupancy-random\"").unwrap();
+        assert_eq!(c.culprit, Culprit::OccupancyRandom);
+        assert!(c.validate().is_ok() && c.tracks_flows());
+        assert!(!CpConfig::default().tracks_flows());
+        assert!(toml::from_str::<CpConfig>("mode = \"fast\"").is_err());
+        assert!(toml::from_str::<CpConfig>("culprit = \"nobody\"").is_err());
+        // Combinations that make no sense name the field.
+        for mode in [CpMode::Fqcn, CpMode::ExplicitRate] {
+            for culprit in [Culprit::OccupancyDeterministic, Culprit::OccupancyRandom] {
+                let e = CpConfig {
+                    mode,
+                    culprit,
+                    ..CpConfig::default()
+                }
+                .validate()
+                .unwrap_err();
+                assert_eq!(e.0, "culprit");
+                assert!(e.1.contains(&mode.to_string()), "{}", e.1);
+            }
+        }
+        let bad = |c: CpConfig| c.validate().unwrap_err().0;
+        let w = |weight, priority, vid| FlowWeight {
+            mac: None,
+            vid,
+            priority,
+            weight,
+        };
+        let fq = CpConfig {
+            mode: CpMode::Fqcn,
+            ..CpConfig::default()
+        };
+        assert_eq!(
+            bad(CpConfig {
+                fqcn_weights: vec![w(1, None, None), w(0, None, None)],
+                ..fq.clone()
+            }),
+            "fqcn_weights[1].weight"
+        );
+        assert_eq!(
+            bad(CpConfig {
+                fqcn_weights: vec![w(1, Some(8), None)],
+                ..fq.clone()
+            }),
+            "fqcn_weights[0].priority"
+        );
+        assert_eq!(
+            bad(CpConfig {
+                fqcn_weights: vec![w(1, None, Some(4096))],
+                ..fq.clone()
+            }),
+            "fqcn_weights[0].vid"
+        );
+        assert_eq!(
+            bad(CpConfig {
+                max_flows: 0,
+                ..fq.clone()
+            }),
+            "max_flows"
+        );
+        let er = CpConfig {
+            mode: CpMode::ExplicitRate,
+            ..CpConfig::default()
+        };
+        assert_eq!(
+            bad(CpConfig {
+                er_c: 1.5,
+                ..er.clone()
+            }),
+            "er_c"
+        );
+        assert_eq!(
+            bad(CpConfig {
+                er_interval: Some(Duration::ZERO),
+                ..er
+            }),
+            "er_interval"
+        );
+        for m in [CpMode::Qcn, CpMode::Fqcn, CpMode::ExplicitRate] {
+            assert_eq!(m.to_string().parse::<CpMode>(), Ok(m));
+        }
+    }
+
+    /// FQCN at the CP level: a congested sample after a known byte mix gives one target per
+    /// culprit with its own Ψ_i.
+    #[test]
+    fn fqcn_targets_from_byte_counts() {
+        let mut rng = Rng::new(5);
+        let cfg = CpConfig {
+            mode: CpMode::Fqcn,
+            cp_queue_set_point: Bytes::new(1_000),
+            // Large enough that the 27 frames below never reach it (≥ 85 % of 100 kB).
+            cp_min_sample_base: Bytes::new(100_000),
+            ..CpConfig::default()
+        };
+        let mut cp = CongestionPoint::new(
+            &cfg,
+            EthernetAddress([2, 0, 0, 0, 0, 0x10]),
+            PortId(3),
+            3,
+            Placement::Output,
+            Rate::from_gbps(10),
+            &mut rng,
+        );
+        let frame = |k: u8| {
+            let mut f = vec![0u8; 1000];
+            f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x99]);
+            f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, k]);
+            f[12..14].copy_from_slice(&[0x88, 0xB6]);
+            f
+        };
+        // B = (10, 9, 7, 1) kB from sources 1..4 arriving on ports 0..3.
+        let mut q = 0;
+        for (k, n) in [(1u8, 10), (2, 9), (3, 7), (4, 1)] {
+            for _ in 0..n {
+                q += 1000;
+                let f = frame(k);
+                let a = Arrival {
+                    now: Instant::ZERO,
+                    frame: &f,
+                    qlen: q,
+                    ingress: PortId(u16::from(k) - 1),
+                };
+                assert!(cp.arrival(&a, &mut rng).is_none());
+            }
+        }
+        assert_eq!(cp.flows().unwrap().len(), 4);
+        // A 100 kB frame of source 2 ends the sampling interval.
+        let big = {
+            let mut f = frame(2);
+            f.resize(100_000, 0);
+            f
+        };
+        let a = Arrival {
+            now: Instant::ZERO,
+            frame: &big,
+            qlen: 200_000,
+            ingress: PortId(1),
+        };
+        let fb = cp.arrival(&a, &mut rng).unwrap();
+        assert_eq!(fb.qntz_fb, 63);
+        // B = (10, 109, 7, 1) kB: M = 31.75 → S_H = {2}; S_R = {2}: one CNM with Ψ = 63.
+        assert_eq!(
+            cp.targets(),
+            &[Target {
+                flow: 1,
+                qntz_fb: 63
+            }]
+        );
+        assert_eq!(cp.counters().culprits, 1);
+        // The counts restart after the sample.
+        assert!(cp
+            .flows()
+            .unwrap()
+            .entries()
+            .iter()
+            .all(|e| e.bytes == 0));
+        let e = cp.flows().unwrap().get(1).unwrap();
+        assert_eq!(e.ingress, PortId(1));
+        assert_eq!(&e.header()[6..12], &[2, 0, 0, 0, 0, 2]);
+    }
+
+    #[test]
     fn cpid_by_placement() {
         let mac = EthernetAddress([2, 0, 0, 0, 0, 0x10]);
         let mut rng = Rng::new(1);

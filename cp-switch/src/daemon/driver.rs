@@ -129,6 +129,15 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
     if let Some(w) = args.cp_weight {
         cfg.cp.cp_feedback_weight = w;
     }
+    if let Some(m) = args.cp_mode {
+        cfg.cp.mode = m;
+    }
+    if let Some(c) = args.culprit {
+        cfg.cp.culprit = c;
+    }
+    if let Some(t) = args.er_interval {
+        cfg.cp.er_interval = Some(t);
+    }
     if let Some(b) = args.cp_sample_base {
         cfg.cp.cp_min_sample_base = b;
     }
