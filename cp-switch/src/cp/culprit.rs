@@ -97,11 +97,7 @@ pub fn deterministic(flows: &[FlowEntry]) -> Option<u16> {
 /// A live flow drawn with probability `q_n / Σq` (occupancy-weighted), `None` when nothing
 /// tracked is queued.
 pub fn random(flows: &[FlowEntry], rng: &mut Rng) -> Option<u16> {
-    let total: u64 = flows
-        .iter()
-        .filter(|e| e.live)
-        .map(|e| e.occupancy)
-        .sum();
+    let total: u64 = flows.iter().filter(|e| e.live).map(|e| e.occupancy).sum();
     if total == 0 {
         return None;
     }

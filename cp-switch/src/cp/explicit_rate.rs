@@ -239,7 +239,9 @@ impl ExplicitRate {
         let rho = a / (f * c);
         let min = p
             .min_rate
-            .unwrap_or(Rate::from_bps(self.capacity.bps() / DEFAULT_MIN_RATE_DIVISOR))
+            .unwrap_or(Rate::from_bps(
+                self.capacity.bps() / DEFAULT_MIN_RATE_DIVISOR,
+            ))
             .min(self.capacity);
         let r = if rho > 0.0 {
             Rate::from_f64(self.rate.as_f64() / rho)
@@ -288,13 +290,22 @@ mod tests {
     #[test]
     fn interval_scales_with_the_rate() {
         let p = ErParams::default();
-        assert_eq!(p.interval_for(Rate::from_gbps(10)), Duration::from_micros(30));
-        assert_eq!(p.interval_for(Rate::from_mbps(100)), Duration::from_millis(3));
+        assert_eq!(
+            p.interval_for(Rate::from_gbps(10)),
+            Duration::from_micros(30)
+        );
+        assert_eq!(
+            p.interval_for(Rate::from_mbps(100)),
+            Duration::from_millis(3)
+        );
         let p = ErParams {
             interval: Some(Duration::from_micros(100)),
             ..p
         };
-        assert_eq!(p.interval_for(Rate::from_mbps(100)), Duration::from_micros(100));
+        assert_eq!(
+            p.interval_for(Rate::from_mbps(100)),
+            Duration::from_micros(100)
+        );
     }
 
     #[test]

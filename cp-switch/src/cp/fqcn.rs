@@ -94,8 +94,7 @@ pub fn identify(flows: &[FlowEntry], psi: u8, out: &mut Vec<FqcnCulprit>) -> Ide
         nh += 1;
     }
     // Eq. 8: B_i ≥ M^F_i ⇔ B_i·Σ_H W ≥ W_i·Σ_H B.
-    let culprit =
-        |e: &FlowEntry| high(e) && u128::from(e.bytes) * hw >= u128::from(e.weight) * hb;
+    let culprit = |e: &FlowEntry| high(e) && u128::from(e.bytes) * hw >= u128::from(e.weight) * hb;
     let mut norm = 0f64;
     for (_, e) in active().filter(|(_, e)| culprit(e)) {
         norm += e.bytes as f64 / f64::from(e.weight);
@@ -103,7 +102,9 @@ pub fn identify(flows: &[FlowEntry], psi: u8, out: &mut Vec<FqcnCulprit>) -> Ide
     // Eq. 9.
     for (i, e) in active().filter(|(_, e)| culprit(e)) {
         let share = (e.bytes as f64 / f64::from(e.weight)) / norm;
-        let p = (share * f64::from(psi)).round().clamp(1.0, f64::from(QNTZ_FB_MAX));
+        let p = (share * f64::from(psi))
+            .round()
+            .clamp(1.0, f64::from(QNTZ_FB_MAX));
         out.push(FqcnCulprit {
             // Indices are below MAX_FLOWS (table bound).
             flow: i as u16,

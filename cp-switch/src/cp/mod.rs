@@ -294,7 +294,9 @@ impl CpConfig {
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.mode != CpMode::Qcn && self.culprit != Culprit::Arrival {
             let why = match self.mode {
-                CpMode::Fqcn => "fqcn identifies its culprits itself from the per-flow byte counts (eq. 7-8)",
+                CpMode::Fqcn => {
+                    "fqcn identifies its culprits itself from the per-flow byte counts (eq. 7-8)"
+                }
                 _ => "explicit-rate advertises one rate to every active source and has no culprit",
             };
             return Err((
@@ -319,10 +321,7 @@ impl CpConfig {
                 ));
             }
             if w.priority.is_some_and(|p| usize::from(p) >= NUM_PRIORITIES) {
-                return Err((
-                    format!("fqcn_weights[{i}].priority"),
-                    "not in 0..=7".into(),
-                ));
+                return Err((format!("fqcn_weights[{i}].priority"), "not in 0..=7".into()));
             }
             if w.vid.is_some_and(|v| v > 4095) {
                 return Err((format!("fqcn_weights[{i}].vid"), "not in 0..=4095".into()));
@@ -492,10 +491,9 @@ impl CongestionPoint {
         let algo = match cfg.mode {
             CpMode::Qcn => CpAlgo::Qcn(qcn::Qcn::new(cfg.qcn_params(), rng)),
             CpMode::Fqcn => CpAlgo::Fqcn(qcn::Qcn::new(cfg.qcn_params(), rng)),
-            CpMode::ExplicitRate => CpAlgo::ExplicitRate(explicit_rate::ExplicitRate::new(
-                cfg.er_params(),
-                capacity,
-            )),
+            CpMode::ExplicitRate => {
+                CpAlgo::ExplicitRate(explicit_rate::ExplicitRate::new(cfg.er_params(), capacity))
+            }
         };
         let flows = cfg
             .tracks_flows()
@@ -765,7 +763,9 @@ impl CongestionPoint {
                 capacity: e.capacity(),
                 interval: e.params().interval_for(e.capacity()),
                 intervals: e.intervals(),
-                last_arrival_rate: e.last().map_or(Rate::ZERO, |m| Rate::from_f64(m.arrival_rate)),
+                last_arrival_rate: e
+                    .last()
+                    .map_or(Rate::ZERO, |m| Rate::from_f64(m.arrival_rate)),
                 last_rho_milli: e.last().map_or(0, |m| (m.rho * 1000.0).round() as u64),
             }),
             _ => None,
@@ -794,6 +794,13 @@ impl CongestionPoint {
             culprit_fallbacks: c.culprit_fallbacks,
             flows_tracked: self.flows.as_ref().map_or(0, |t| t.len() as u64),
             flow_overflow: self.flows.as_ref().map_or(0, |t| t.overflow),
+            flow_occupancy: self.flows.as_ref().map_or(0, |t| {
+                t.entries()
+                    .iter()
+                    .filter(|e| e.live)
+                    .map(|e| e.occupancy)
+                    .sum()
+            }),
             rate_fb_tx: c.rate_fb_tx,
             rate_fb_dropped: c.rate_fb_dropped,
             explicit_rate: er,
@@ -880,6 +887,8 @@ pub struct CpStats {
     pub flows_tracked: u64,
     /// Frames of flows not tracked because the table was full.
     pub flow_overflow: u64,
+    /// Octets of tracked flows in the CP's queue, Σ q_n (occupancy culprits; 0 otherwise).
+    pub flow_occupancy: u64,
     /// Rate-feedback messages sent (explicit-rate).
     pub rate_fb_tx: u64,
     /// Rate-feedback messages lost.
@@ -1106,12 +1115,7 @@ mod tests {
         );
         assert_eq!(cp.counters().culprits, 1);
         // The counts restart after the sample.
-        assert!(cp
-            .flows()
-            .unwrap()
-            .entries()
-            .iter()
-            .all(|e| e.bytes == 0));
+        assert!(cp.flows().unwrap().entries().iter().all(|e| e.bytes == 0));
         let e = cp.flows().unwrap().get(1).unwrap();
         assert_eq!(e.ingress, PortId(1));
         assert_eq!(&e.header()[6..12], &[2, 0, 0, 0, 0, 2]);
@@ -1122,8 +1126,24 @@ mod tests {
         let mac = EthernetAddress([2, 0, 0, 0, 0, 0x10]);
         let mut rng = Rng::new(1);
         let c = CpConfig::default();
-        let o = CongestionPoint::new(&c, mac, PortId(2), 3, Placement::Output, Rate::from_gbps(10), &mut rng);
-        let i = CongestionPoint::new(&c, mac, PortId(2), 3, Placement::Input, Rate::from_gbps(10), &mut rng);
+        let o = CongestionPoint::new(
+            &c,
+            mac,
+            PortId(2),
+            3,
+            Placement::Output,
+            Rate::from_gbps(10),
+            &mut rng,
+        );
+        let i = CongestionPoint::new(
+            &c,
+            mac,
+            PortId(2),
+            3,
+            Placement::Input,
+            Rate::from_gbps(10),
+            &mut rng,
+        );
         assert_eq!(o.id().index(), 2 * 8 + 3);
         assert_eq!(i.id().index(), 0x8000 | (2 * 8 + 3));
         assert!(i.id().is_input() && !o.id().is_input());
