@@ -831,7 +831,7 @@ impl Bridge {
     /// advertised rate to the sources active in each interval that ended.
     fn run_cp_timers(&mut self, now: Instant) {
         for k in 0..self.cps.len() {
-            if self.cps[k].timer_due().is_none_or(|t| t > now) {
+            if !self.cps[k].timer_due().is_some_and(|t| t <= now) {
                 continue;
             }
             let q = self.cps[k].port().index() * P + usize::from(self.cps[k].priority());

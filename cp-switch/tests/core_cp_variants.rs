@@ -340,14 +340,13 @@ fn explicit_rate_converges_to_the_fair_share() {
             if ri < rate[src] {
                 rate[src] = ri;
                 cp_of_src[src] = Some(r.cpid);
-            } else if cp_of_src[src].is_none_or(|c| c == r.cpid) {
+            } else if cp_of_src[src].map_or(true, |c| c == r.cpid) {
                 rate[src] = ri;
-                cp_of_src[src] = Some(r.cpid);
             }
         }
         h.rx(k as u16, &tagged(9, k as u8 + 1, len));
         let gap = (len as f64 * 8.0 / rate[k] * 1e9) as u64;
-        next[k] = next[k] + Duration::from_nanos(gap.max(1));
+        next[k] += Duration::from_nanos(gap.max(1));
     }
     let cp = cp_of(&h.bridge.stats(), "p3");
     let er = cp.explicit_rate.clone().unwrap();

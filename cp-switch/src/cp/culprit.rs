@@ -86,7 +86,7 @@ impl std::str::FromStr for Culprit {
 pub fn deterministic(flows: &[FlowEntry]) -> Option<u16> {
     let mut best: Option<(u16, u64)> = None;
     for (i, e) in flows.iter().enumerate() {
-        if e.live && e.occupancy > 0 && best.is_none_or(|(_, b)| e.occupancy > b) {
+        if e.live && e.occupancy > 0 && best.map_or(true, |(_, b)| e.occupancy > b) {
             // Indices are below MAX_FLOWS (table bound).
             best = Some((i as u16, e.occupancy));
         }

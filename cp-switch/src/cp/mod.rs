@@ -174,9 +174,9 @@ pub struct FlowWeight {
 
 impl FlowWeight {
     fn matches(&self, id: &FlowId) -> bool {
-        self.mac.is_none_or(|m| m == id.src)
-            && self.vid.is_none_or(|v| v == id.vid)
-            && self.priority.is_none_or(|p| p == id.priority)
+        self.mac.map_or(true, |m| m == id.src)
+            && self.vid.map_or(true, |v| v == id.vid)
+            && self.priority.map_or(true, |p| p == id.priority)
     }
 }
 

@@ -432,7 +432,7 @@ port = "p2"
         assert_eq!(f.cp_sample_base, Some(Bytes::new(100_000)));
         assert_eq!(f.cnm_priority, Some(7));
         assert!(Flags::try_parse_from(["cp-switch", "--cp", "sideways"]).is_err());
-        let f = Flags::try_parse_from([
+        let g = Flags::try_parse_from([
             "cp-switch",
             "--port",
             "p1",
@@ -445,9 +445,9 @@ port = "p2"
         ])
         .unwrap()
         .run;
-        assert_eq!(f.cp_mode, Some(CpMode::ExplicitRate));
-        assert_eq!(f.culprit, Some(Culprit::OccupancyRandom));
-        assert_eq!(f.er_interval, Some(Duration::from_millis(3)));
+        assert_eq!(g.cp_mode, Some(CpMode::ExplicitRate));
+        assert_eq!(g.culprit, Some(Culprit::OccupancyRandom));
+        assert_eq!(g.er_interval, Some(Duration::from_millis(3)));
         assert!(Flags::try_parse_from(["cp-switch", "--cp-mode", "fast"]).is_err());
         assert!(Flags::try_parse_from(["cp-switch", "--culprit", "nobody"]).is_err());
         let t: RunArgs =
