@@ -803,6 +803,7 @@ impl CongestionPoint {
             }),
             rate_fb_tx: c.rate_fb_tx,
             rate_fb_dropped: c.rate_fb_dropped,
+            advertised_rate_bps: er.as_ref().map_or(0, |e| e.advertised_rate.bps()),
             explicit_rate: er,
             cnm_other_dst: c.other_dst,
             cnm_per_dst: c
@@ -893,6 +894,8 @@ pub struct CpStats {
     pub rate_fb_tx: u64,
     /// Rate-feedback messages lost.
     pub rate_fb_dropped: u64,
+    /// The advertised rate in bit/s (explicit-rate; 0 otherwise), for the metrics.
+    pub advertised_rate_bps: u64,
     /// Explicit-rate state (mode `explicit-rate` only).
     pub explicit_rate: Option<ErStats>,
     /// CNMs to destinations beyond the per-destination table.
