@@ -7,8 +7,14 @@
 //!   down before exit.
 //! * [`bench`](mod@bench) — `testbed bench forwarding`: frames/s through a veth pair, the Linux bridge
 //!   and cp-switch, measured in the same run with the testbed's own blaster and counter.
+//! * [`analysis`] — the run model both worlds fill, trace reader, metrics (Jain, max-min
+//!   shares, convergence, queue statistics), fidelity check, `summary.json`.
+//! * [`report`] — results directory: CSV, plots, `report.md`, comparisons, terminal tables.
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod bench;
 pub mod netns;
+pub mod report;
 pub mod signals;
+pub mod sim;

@@ -25,6 +25,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a topology in the deterministic virtual-time simulator.
+    Sim(testbed::sim::cli::SimArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(Bench),
@@ -84,6 +86,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Sim(args) => {
+            testbed::sim::cli::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Down { all, dry_run, json } => {
             let report = netns::state::down(all, dry_run).context("testbed down")?;
             if json {

@@ -1,0 +1,359 @@
+//! The agent daemon: TAP ⇄ [`Agent`] ⇄ uplink (AF_PACKET).
+//!
+//! One dataplane thread, run to completion: take host frames from the TAP (only while the agent
+//! accepts them: a refused frame is held, at most one batch of them, and the TAP is not read
+//! again until the agent has room — backpressure, never a silent drop), take frames from the
+//! uplink, read the clock, let the agent transmit what its pacers allow, flush, record trace
+//! events, answer control requests, then sleep in `ppoll` until a descriptor is readable or
+//! the agent's next deadline ([`Agent::poll_timeout`]).
+//!
+//! The TAP's MTU is set 8 octets below the uplink's, leaving room for the 802.1Q tag and the
+//! CN-TAG the agent adds.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
+use cnm_proto::rng::Rng;
+use cnm_proto::wire::EthernetAddress;
+use cnm_proto::{Duration, Rate};
+use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
+use serde_json::{json, Value};
+
+use super::ctl::{self, Command, CtlServer};
+use super::trace::TraceWriter;
+use super::{prepare_offloads, DaemonError};
+
+/// Frames taken from one descriptor per loop iteration.
+pub const BATCH: usize = 64;
+/// Longest sleep, so control requests and signals are seen promptly.
+pub const MAX_SLEEP: Duration = Duration::from_millis(10);
+/// Octets the agent adds to a host frame: 802.1Q tag and CN-TAG.
+pub const TAG_OVERHEAD: u32 = 8;
+
+/// Options shared by every mode that runs an agent.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentArgs {
+    /// Uplink interface (towards the switch).
+    #[arg(long, required = true)]
+    pub uplink: Option<String>,
+    /// Line rate of the uplink (e.g. 100mbit, 1gbit).
+    #[arg(long)]
+    pub line_rate: Option<Rate>,
+    /// PCP of the 802.1Q tag on frames sent up.
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// VID of that tag (0 = priority-tagged).
+    #[arg(long)]
+    pub vid: Option<u16>,
+    /// Flow key: dst-priority (802.1Q) or five-tuple.
+    #[arg(long, value_parser = parse_flow_key)]
+    pub flow_key: Option<FlowKeyMode>,
+    /// Reaction point: qcn, adaptive-bc, qcn-bs, adaptive-bc+qcn-bs or explicit-rate.
+    #[arg(long)]
+    pub rp_mode: Option<RpMode>,
+    /// Send no CN-TAG on rate-limited flows (for receivers that are not CN-aware).
+    #[arg(long)]
+    pub no_cn_tag: bool,
+    /// TOML file with the agent configuration (flags override it).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Seed of the random generator (default: the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+fn parse_flow_key(s: &str) -> Result<FlowKeyMode, String> {
+    match s {
+        "dst-priority" => Ok(FlowKeyMode::DstPriority),
+        "five-tuple" => Ok(FlowKeyMode::FiveTuple),
+        _ => Err(format!("{s:?}: expected dst-priority or five-tuple")),
+    }
+}
+
+impl AgentArgs {
+    /// The agent configuration: the file (or defaults tuned for veth), then the flags.
+    /// Without a file the pacers count only the frame's own octets (veth has no preamble, FCS
+    /// or padding), as the switch daemon's line emulation does.
+    pub fn agent_config(&self, mac: Option<EthernetAddress>) -> Result<AgentConfig, DaemonError> {
+        let mut cfg = match &self.config {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| DaemonError::Config(format!("config {}: {e}", p.display())))?;
+                toml::from_str::<AgentConfig>(&text)
+                    .map_err(|e| DaemonError::Config(format!("config {}: {e}", p.display())))?
+            }
+            None => AgentConfig {
+                wire_overhead: false,
+                // A user-space process on a shared machine is sometimes descheduled for a few
+                // milliseconds; back-dating by up to 5 ms keeps the long-run rate exact at the
+                // cost of a short burst (as the switch daemon's line emulation does).
+                catch_up: Duration::from_millis(5),
+                ..AgentConfig::default()
+            },
+        };
+        if let Some(r) = self.line_rate {
+            cfg.line_rate = r;
+        }
+        if let Some(p) = self.priority {
+            cfg.priority = p;
+        }
+        if let Some(v) = self.vid {
+            cfg.vid = v;
+        }
+        if let Some(k) = self.flow_key {
+            cfg.flow_key = k;
+        }
+        if let Some(m) = self.rp_mode {
+            cfg.rp_mode = m;
+        }
+        if self.no_cn_tag {
+            cfg.cn_tag = false;
+        }
+        if cfg.mac.is_none() {
+            cfg.mac = mac;
+        }
+        if cfg.rp.rpg_min_rate > cfg.max_rate() {
+            // Slow emulated lines (scaled experiments): the standard 5 Mb/s floor would exceed
+            // the line itself; keep the floor at 1 % of the ceiling instead.
+            let floor = Rate::from_bps((cfg.max_rate().bps() / 100).max(1));
+            eprintln!(
+                "rp-agent: rpg_min_rate {} exceeds the line rate; using {floor}",
+                cfg.rp.rpg_min_rate
+            );
+            cfg.rp.rpg_min_rate = floor;
+        }
+        cfg.validate()
+            .map_err(|e| DaemonError::Config(e.to_string()))?;
+        Ok(cfg)
+    }
+
+    /// The uplink's name (clap makes the flag required).
+    pub fn uplink_name(&self) -> &str {
+        self.uplink.as_deref().unwrap_or_default()
+    }
+
+    /// Opens the uplink with its offloads off.
+    pub fn open_uplink(&self) -> Result<(AfPacketPort, EthernetAddress, u32), DaemonError> {
+        let name = self.uplink_name();
+        if !phy::iface::exists(name) {
+            return Err(DaemonError::Config(format!(
+                "uplink {name}: no such interface"
+            )));
+        }
+        prepare_offloads(name)?;
+        let mtu = phy::iface::mtu(name).unwrap_or(1500);
+        let mac = phy::iface::mac(name)
+            .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
+        let port = AfPacketPort::open(name, &AfPacketConfig::for_mtu(mtu + TAG_OVERHEAD))
+            .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
+        Ok((port, EthernetAddress(mac), mtu))
+    }
+}
+
+/// The daemon's own options.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RunArgs {
+    /// Agent options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Name of the TAP device for the host stack.
+    #[arg(long, default_value = "qcn0")]
+    pub tap: String,
+    /// Address to put on the TAP (CIDR, e.g. 10.0.0.1/24).
+    #[arg(long)]
+    pub tap_ip: Option<String>,
+    /// Control socket path.
+    #[arg(long)]
+    pub ctl: Option<PathBuf>,
+    /// JSON-lines trace of every rate change and CNM.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+/// Runs the daemon until `term` is set.
+pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let (mut uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
+    let rt = |what: String| DaemonError::Runtime(what);
+    let mut tap = TapPort::create(&args.tap).map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
+    let tap_name = tap.name().to_string();
+    phy::iface::set_mtu(&tap_name, mtu.saturating_sub(TAG_OVERHEAD).max(576))
+        .map_err(|e| rt(format!("tap {tap_name}: set mtu: {e}")))?;
+    tap.set_up(true)
+        .map_err(|e| rt(format!("tap {tap_name}: up: {e}")))?;
+    if let Some(cidr) = &args.tap_ip {
+        let st = std::process::Command::new("ip")
+            .args(["addr", "replace", cidr, "dev", &tap_name])
+            .status()
+            .map_err(|e| rt(format!("ip addr: {e}")))?;
+        if !st.success() {
+            return Err(DaemonError::Config(format!(
+                "tap-ip {cidr:?}: `ip addr replace` failed"
+            )));
+        }
+    }
+    let host_mac = EthernetAddress(tap.mac().map_err(|e| rt(format!("tap {tap_name}: {e}")))?);
+    let cfg = args.agent.agent_config(Some(host_mac))?;
+    let seed = args
+        .agent
+        .seed
+        .unwrap_or_else(|| phy::clock::now().as_nanos());
+    let mut agent =
+        Agent::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
+    eprintln!(
+        "rp-agent: tap {tap_name} ({host_mac}) <-> uplink {} at {}, priority {}",
+        args.agent.uplink_name(),
+        agent.config().line_rate,
+        agent.config().priority
+    );
+
+    let (req_tx, req_rx) = ctl::channel();
+    let _ctl = match &args.ctl {
+        Some(p) => Some(
+            CtlServer::start(p, req_tx.clone())
+                .map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    drop(req_tx);
+    let mut trace = match &args.trace {
+        Some(p) => {
+            Some(TraceWriter::create(p).map_err(|e| rt(format!("trace {}: {e}", p.display())))?)
+        }
+        None => None,
+    };
+    let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
+
+    let mut held: VecDeque<Vec<u8>> = VecDeque::with_capacity(BATCH);
+    let mut spare: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
+    let mut host_dropped = 0u64;
+    let mut errors = 0u64;
+    while !term.load(Ordering::Relaxed) {
+        let now = phy::clock::now();
+        let mut busy = false;
+        // Host → agent: held frames first; the TAP only while the agent accepts.
+        while let Some(f) = held.front() {
+            match agent.handle_host(now, f) {
+                Err(HostError::Backpressure) => break,
+                Err(_) => host_dropped += 1,
+                Ok(()) => {}
+            }
+            if let Some(b) = held.pop_front() {
+                spare.push(b);
+            }
+        }
+        if held.is_empty() && agent.can_accept() {
+            let r = tap.recv_batch(BATCH, &mut |f| {
+                if !held.is_empty() {
+                    // An earlier frame of this batch was refused: keep order.
+                    let mut b = spare.pop().unwrap_or_default();
+                    b.clear();
+                    b.extend_from_slice(f);
+                    held.push_back(b);
+                    return;
+                }
+                match agent.handle_host(now, f) {
+                    Ok(()) => {}
+                    Err(HostError::Backpressure) => {
+                        let mut b = spare.pop().unwrap_or_default();
+                        b.clear();
+                        b.extend_from_slice(f);
+                        held.push_back(b);
+                    }
+                    Err(_) => host_dropped += 1,
+                }
+            });
+            match r {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => return Err(rt(format!("tap {tap_name}: {e}"))),
+                Err(e) => transient(&mut errors, &format!("tap {tap_name}: {e}")),
+            }
+        }
+        // Network → agent.
+        match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
+            Ok(n) => busy |= n == BATCH,
+            Err(e) if e.is_link_gone() => {
+                return Err(rt(format!("uplink {}: {e}", args.agent.uplink_name())))
+            }
+            Err(e) => transient(
+                &mut errors,
+                &format!("uplink {}: {e}", args.agent.uplink_name()),
+            ),
+        }
+        let now = phy::clock::now();
+        agent.poll_uplink(now, &mut |f| match uplink.send(f) {
+            Ok(true) => true,
+            Ok(false) => {
+                busy = true;
+                false
+            }
+            // A frame this port can never send: drop it rather than wedge the flow.
+            Err(_) => true,
+        });
+        // A frame the TAP refuses with an error is dropped (counted by the TAP port).
+        agent.poll_host(now, &mut |f| tap.send(f).unwrap_or(true));
+        let _ = uplink.flush();
+        let _ = tap.flush();
+
+        if let Some(t) = trace.as_mut() {
+            agent.drain_events(&mut |ev| {
+                if let Ok(v) = serde_json::to_value(ev) {
+                    t.record(v.to_string());
+                }
+            });
+        } else {
+            agent.drain_events(&mut |_| {});
+        }
+        ctl::answer_pending(&req_rx, |cmd| answer(&agent, cmd, host_dropped));
+
+        if busy {
+            continue;
+        }
+        let now = phy::clock::now();
+        let mut deadline = now + MAX_SLEEP;
+        if let Some(t) = agent.poll_timeout() {
+            deadline = deadline.min(t);
+        }
+        let tap_fd = if held.is_empty() && agent.can_accept() {
+            tap.raw_fd().unwrap_or(-1)
+        } else {
+            -1
+        };
+        let fds = [tap_fd, uplink.raw_fd().unwrap_or(-1)];
+        let timeout = deadline.saturating_since(now);
+        if timeout > Duration::ZERO {
+            phy::poll::wait(&fds, Some(timeout)).map_err(|e| rt(format!("ppoll: {e}")))?;
+        }
+    }
+    if let Some(t) = trace.take() {
+        let lost = t.lost();
+        match t.finish() {
+            Ok(n) => eprintln!("rp-agent: trace: {n} lines, {lost} lost"),
+            Err(e) => eprintln!("rp-agent: trace: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// A receive error that is not the interface going away: reported (the first ten, then every
+/// thousandth) and survived.
+fn transient(count: &mut u64, what: &str) {
+    *count += 1;
+    if *count <= 10 || *count % 1000 == 0 {
+        eprintln!("rp-agent: {what} (error #{count})");
+    }
+}
+
+/// Answers a control command from the agent's state.
+pub fn answer(agent: &Agent, cmd: Command, host_dropped: u64) -> Result<Value, String> {
+    match cmd {
+        Command::ShowFlows => serde_json::to_value(agent.flows()).map_err(|e| e.to_string()),
+        Command::Stats => {
+            let mut v = serde_json::to_value(agent.stats()).map_err(|e| e.to_string())?;
+            v["host_dropped"] = json!(host_dropped);
+            Ok(v)
+        }
+    }
+}

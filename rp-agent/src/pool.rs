@@ -1,0 +1,87 @@
+//! Recycled frame buffers.
+//!
+//! Queued frames live in `Vec<u8>`s taken from a [`BufPool`] and given back once sent. The pool
+//! keeps one free list per power-of-two size class (128 to 16384 octets), so a small frame does
+//! not pin a jumbo-sized buffer. Buffers are allocated only while the number of frames held
+//! grows beyond anything seen before; in steady state no frame allocates. The free lists never
+//! exceed the peak number of buffers in use, itself bounded by the configured queue limits.
+
+const MIN_SHIFT: u32 = 7;
+const MAX_SHIFT: u32 = 14;
+const CLASSES: usize = (MAX_SHIFT - MIN_SHIFT + 1) as usize;
+
+/// Free lists of frame buffers by size class.
+#[derive(Debug, Default)]
+pub struct BufPool {
+    free: [Vec<Vec<u8>>; CLASSES],
+    allocated: u64,
+}
+
+fn class_of(len: usize) -> usize {
+    let need = len.max(1 << MIN_SHIFT);
+    let shift = usize::BITS - (need - 1).leading_zeros();
+    (shift.saturating_sub(MIN_SHIFT) as usize).min(CLASSES - 1)
+}
+
+impl BufPool {
+    /// A buffer holding a copy of `bytes` (callers keep frames ≤ 16384 octets).
+    pub fn take(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut b = self.take_empty(bytes.len());
+        b.extend_from_slice(bytes);
+        b
+    }
+
+    /// An empty buffer with room for `len` octets.
+    pub fn take_empty(&mut self, len: usize) -> Vec<u8> {
+        let c = class_of(len);
+        let mut b = match self.free[c].pop() {
+            Some(b) => b,
+            None => {
+                self.allocated += 1;
+                Vec::with_capacity((1usize << (c as u32 + MIN_SHIFT)).max(len))
+            }
+        };
+        b.clear();
+        b
+    }
+
+    /// Gives a buffer back.
+    pub fn give(&mut self, b: Vec<u8>) {
+        if b.capacity() == 0 {
+            return;
+        }
+        // File it under the largest class it can serve.
+        let cap = b.capacity();
+        let mut c = class_of(cap);
+        if (1usize << (c as u32 + MIN_SHIFT)) > cap {
+            if c == 0 {
+                return;
+            }
+            c -= 1;
+        }
+        self.free[c].push(b);
+    }
+
+    /// Buffers allocated so far (stays constant in steady state).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycles() {
+        let mut p = BufPool::default();
+        for _ in 0..10 {
+            let a = p.take(&[1u8; 1500]);
+            let b = p.take(&[2u8; 60]);
+            assert_eq!(a.len(), 1500);
+            p.give(a);
+            p.give(b);
+        }
+        assert_eq!(p.allocated(), 2);
+    }
+}

@@ -1,0 +1,142 @@
+//! Tags on the way up, tags off on the way down.
+//!
+//! Like a converged network adapter, the agent sends every frame with an 802.1Q tag
+//! (802.1Q-2011 clause 9.6: TPID 0x8100, PCP = the flow's priority, DEI 0, VID = the configured
+//! VID, 0 meaning "priority-tagged"), inserted after the MAC addresses; a frame the host already
+//! tagged keeps its tag with the PCP rewritten. Frames of rate-limited flows also carry a
+//! CN-TAG (clause 33.3: EtherType 0x22E9 · RPID) right before the payload's EtherType, so that
+//! a congestion point copies the RPID into its CNM (clause 32.10.1) and the agent can find the
+//! flow again. A CN-TAG the host supplied is replaced (or dropped for an unlimited flow).
+//!
+//! On the way down ([`strip_for_host`]) the CN-TAG is removed (clause 33.3: a CN-TAG never
+//! leaves its domain) and so is an outer 802.1Q tag whose VID is 0 or the agent's VID, so an
+//! unmodified host stack sees the untagged frames it sent.
+
+use cnm_proto::wire::{self, walk, EtherType};
+
+/// 802.1Q C-tag TPID.
+const TPID: u16 = 0x8100;
+
+/// Writes `frame` as it goes up into `out`: 802.1Q tag with `pcp` (and `vid` when the host
+/// frame is untagged), plus a CN-TAG with `rpid` when given.
+pub fn tag_for_uplink(
+    frame: &[u8],
+    pcp: u8,
+    vid: u16,
+    rpid: Option<u16>,
+    out: &mut Vec<u8>,
+) -> wire::Result<()> {
+    let info = walk(frame)?;
+    out.clear();
+    let head_end = match info.vlan_offset {
+        Some(v) => {
+            // Walk validated the tag: 4 octets at `v`.
+            out.extend_from_slice(&frame[..v + 4]);
+            let tci = u16::from_be_bytes([out[v + 2], out[v + 3]]);
+            let tci = (tci & 0x1fff) | (u16::from(pcp & 7) << 13);
+            out[v + 2..v + 4].copy_from_slice(&tci.to_be_bytes());
+            v + 4
+        }
+        None => {
+            out.extend_from_slice(&frame[..12]);
+            out.extend_from_slice(&TPID.to_be_bytes());
+            let tci = (u16::from(pcp & 7) << 13) | (vid & 0x0fff);
+            out.extend_from_slice(&tci.to_be_bytes());
+            12
+        }
+    };
+    let (x, skip) = match info.cn_tag_offset {
+        Some(c) => (c, 4),
+        None => (info.payload_offset - 2, 0),
+    };
+    out.extend_from_slice(&frame[head_end..x]);
+    if let Some(r) = rpid {
+        out.extend_from_slice(&u16::from(EtherType::CnTag).to_be_bytes());
+        out.extend_from_slice(&r.to_be_bytes());
+    }
+    out.extend_from_slice(&frame[x + skip..]);
+    Ok(())
+}
+
+/// Writes `frame` as the host should see it into `out`: without its CN-TAG, and without its
+/// outer 802.1Q tag when that tag's VID is 0 or `vid`.
+pub fn strip_for_host(frame: &[u8], vid: u16, out: &mut Vec<u8>) -> wire::Result<()> {
+    let info = walk(frame)?;
+    out.clear();
+    out.extend_from_slice(&frame[..12]);
+    let mut from = 12;
+    if let (Some(v), Some(tag)) = (info.vlan_offset, info.vlan) {
+        let tpid = u16::from_be_bytes([frame[v], frame[v + 1]]);
+        if tpid == TPID && (tag.vid == 0 || tag.vid == vid) {
+            from = v + 4;
+        }
+    }
+    match info.cn_tag_offset {
+        Some(c) => {
+            out.extend_from_slice(&frame[from..c]);
+            out.extend_from_slice(&frame[c + 4..]);
+        }
+        None => out.extend_from_slice(&frame[from..]),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn untagged() -> Vec<u8> {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        f.extend_from_slice(&[0x45; 46]);
+        f
+    }
+
+    #[test]
+    fn round_trip_priority_tag_and_cn_tag() {
+        let f = untagged();
+        let mut up = Vec::new();
+        tag_for_uplink(&f, 3, 0, Some(7), &mut up).unwrap();
+        assert_eq!(up.len(), f.len() + 8);
+        assert_eq!(
+            &up[12..20],
+            &[0x81, 0x00, 0x60, 0x00, 0x22, 0xe9, 0x00, 0x07]
+        );
+        assert_eq!(&up[20..22], &[0x08, 0x00]);
+        let info = walk(&up).unwrap();
+        assert_eq!(info.rpid, Some(7));
+        assert_eq!(info.priority(0), 3);
+        assert_eq!(info.ethertype, EtherType::Ipv4);
+        let mut down = Vec::new();
+        strip_for_host(&up, 0, &mut down).unwrap();
+        assert_eq!(down, f);
+        // Unlimited flow: tag only.
+        tag_for_uplink(&f, 5, 100, None, &mut up).unwrap();
+        assert_eq!(&up[12..18], &[0x81, 0x00, 0xa0, 0x64, 0x08, 0x00]);
+        strip_for_host(&up, 100, &mut down).unwrap();
+        assert_eq!(down, f);
+        // A foreign VLAN is kept on the way down, the CN-TAG is not.
+        tag_for_uplink(&f, 5, 200, Some(1), &mut up).unwrap();
+        strip_for_host(&up, 100, &mut down).unwrap();
+        assert_eq!(down.len(), f.len() + 4);
+        assert_eq!(walk(&down).unwrap().rpid, None);
+        assert_eq!(walk(&down).unwrap().vlan.unwrap().vid, 200);
+    }
+
+    #[test]
+    fn host_tagged_frame_keeps_vid_and_replaces_cn_tag() {
+        let f = untagged();
+        let mut tagged = Vec::new();
+        tag_for_uplink(&f, 1, 42, Some(9), &mut tagged).unwrap();
+        let mut up = Vec::new();
+        tag_for_uplink(&tagged, 3, 0, Some(4), &mut up).unwrap();
+        assert_eq!(up.len(), tagged.len());
+        let info = walk(&up).unwrap();
+        assert_eq!(info.vlan.unwrap().vid, 42);
+        assert_eq!(info.vlan.unwrap().pcp, 3);
+        assert_eq!(info.rpid, Some(4));
+        tag_for_uplink(&tagged, 3, 0, None, &mut up).unwrap();
+        assert_eq!(up.len(), tagged.len() - 4);
+        assert_eq!(walk(&up).unwrap().rpid, None);
+        assert!(tag_for_uplink(&[1, 2, 3], 3, 0, None, &mut up).is_err());
+    }
+}

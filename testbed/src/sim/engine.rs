@@ -1,0 +1,1151 @@
+//! The event loop: virtual clock, event heap, links and the driving of nodes.
+//!
+//! See the [module documentation](super) for the model. Costs per frame hop: one heap push and
+//! pop for the delivery (only the head of each link direction is in the heap; the rest wait in
+//! the direction's FIFO, whose arrival times are non-decreasing), one copy into a recycled
+//! buffer, the core's own `handle_*`, `poll_*` and `poll_timeout`.
+
+use super::node::SimNode;
+use super::stats::{wire_octets, QueueHistogram, QueueSummary};
+use cnm_proto::phy::pcap::PcapWriter;
+use cnm_proto::rng::Rng;
+use cnm_proto::{Duration, Instant, Rate};
+use cp_switch::{Bridge, BridgeConfig, PortConfig, PortId};
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::Write;
+use std::rc::Rc;
+
+/// Consecutive polls of one node at one instant after which it is pushed 1 ns forward.
+pub const SPIN_LIMIT: u32 = 64;
+
+/// Index of a node, in declaration order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub usize);
+
+/// Index of a link, in declaration order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(pub usize);
+
+/// A full-duplex link between the next free port of node `a` and of node `b`.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    /// Line rate of both directions.
+    pub rate: Rate,
+    /// One-way propagation delay of both directions.
+    pub delay: Duration,
+    /// Name used in traces, events and summaries. Default `"A-B"` (the node names).
+    pub name: Option<String>,
+    /// Name of the port at `a` when `a` is a switch. Default: the name of `b`.
+    pub a_port: Option<String>,
+    /// Name of the port at `b` when `b` is a switch. Default: the name of `a`.
+    pub b_port: Option<String>,
+}
+
+impl LinkSpec {
+    /// A link of this rate and one-way delay, default names.
+    pub fn new(rate: Rate, delay: Duration) -> Self {
+        LinkSpec {
+            rate,
+            delay,
+            name: None,
+            a_port: None,
+            b_port: None,
+        }
+    }
+}
+
+/// Which direction(s) of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From `a` to `b`.
+    AtoB,
+    /// From `b` to `a`.
+    BtoA,
+    /// Both.
+    Both,
+}
+
+/// Errors building or finishing a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A switch's bridge configuration was rejected by the core.
+    #[error("switch {node}: {source}")]
+    Bridge {
+        /// The switch.
+        node: String,
+        /// The core's complaint.
+        source: cp_switch::ConfigError,
+    },
+    /// Something about the topology is inconsistent.
+    #[error("{0}")]
+    Topology(String),
+    /// Writing a trace or capture failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// Which output.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Periodic outputs.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceOptions {
+    /// Interval of the queue-occupancy records of the trace (and of the draining of events).
+    pub trace_interval: Duration,
+    /// Interval of the queue samples behind the summary's mean/std/p99.
+    pub sample_interval: Duration,
+    /// Samples and link counters before this instant are left out of the summary.
+    pub warmup: Duration,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions {
+            trace_interval: Duration::from_micros(100),
+            sample_interval: Duration::from_micros(10),
+            warmup: Duration::ZERO,
+        }
+    }
+}
+
+/// Counters of the engine itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SimStats {
+    /// Events processed (deliveries, wake-ups, samples, actions).
+    pub events: u64,
+    /// Frames delivered to a node.
+    pub deliveries: u64,
+    /// Frames put on a link.
+    pub transmissions: u64,
+    /// Node polls.
+    pub polls: u64,
+    /// Times a node reported "due now" [`SPIN_LIMIT`] times at one instant and was moved 1 ns on.
+    pub spin_breaks: u64,
+    /// Frames a node sent on a port with no link (discarded).
+    pub unattached: u64,
+}
+
+/// Counters of one link direction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DirStats {
+    /// Frames put on the wire.
+    pub frames: u64,
+    /// Their octets (as handed over, without FCS).
+    pub bytes: u64,
+    /// Octets they occupied on the wire (padding, FCS, preamble, IPG included).
+    pub wire_bytes: u64,
+    /// Capacity offered so far: ∫ rate dt, in bits.
+    pub capacity_bits: u128,
+    /// Frames delivered to the far end.
+    pub delivered: u64,
+}
+
+impl DirStats {
+    /// Wire utilisation between `earlier` and `self` (0 when no capacity elapsed).
+    pub fn utilization_since(&self, earlier: &DirStats) -> f64 {
+        let cap = self.capacity_bits.saturating_sub(earlier.capacity_bits);
+        if cap == 0 {
+            return 0.0;
+        }
+        (self.wire_bytes.saturating_sub(earlier.wire_bytes) as f64 * 8.0) / cap as f64
+    }
+}
+
+/// A cloneable in-memory byte sink (for traces in tests).
+#[derive(Debug, Clone, Default)]
+pub struct SharedBuf(Rc<RefCell<Vec<u8>>>);
+
+impl SharedBuf {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        SharedBuf::default()
+    }
+    /// A copy of everything written so far.
+    pub fn contents(&self) -> Vec<u8> {
+        self.0.borrow().clone()
+    }
+}
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A node that does nothing (stands in for a node that could not be created).
+#[derive(Debug, Default)]
+pub struct DeadNode;
+
+impl SimNode for DeadNode {
+    fn handle_frame(&mut self, _now: Instant, _port: usize, _frame: &[u8]) {}
+    fn poll(&mut self, _now: Instant, _tx: &mut dyn FnMut(usize, &[u8]) -> bool) {}
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// Builds a [`Sim`].
+pub struct SimBuilder {
+    seed: u64,
+    nodes: Vec<(String, Pending)>,
+    links: Vec<(NodeId, NodeId, LinkSpec)>,
+    opts: TraceOptions,
+}
+
+impl std::fmt::Debug for SimBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimBuilder")
+            .field("seed", &self.seed)
+            .field("nodes", &self.nodes.len())
+            .field("links", &self.links.len())
+            .finish()
+    }
+}
+
+type MakeNode = Box<dyn FnOnce(Rng, &[String]) -> Box<dyn SimNode>>;
+
+enum Pending {
+    Switch(Box<BridgeConfig>),
+    Node(MakeNode),
+}
+
+impl SimBuilder {
+    /// An empty topology whose randomness derives from `seed`.
+    pub fn new(seed: u64) -> Self {
+        SimBuilder {
+            seed,
+            nodes: Vec::new(),
+            links: Vec::new(),
+            opts: TraceOptions::default(),
+        }
+    }
+
+    /// Sets the periodic-output options.
+    pub fn options(&mut self, opts: TraceOptions) -> &mut Self {
+        self.opts = opts;
+        self
+    }
+
+    /// A switch. `cfg.ports` must be empty: the bridge gets one port per attached link, in
+    /// link order, with the link's rate (its shaper emulates the line) and no delay (the link
+    /// adds it).
+    pub fn switch(&mut self, name: impl Into<String>, cfg: BridgeConfig) -> NodeId {
+        self.nodes
+            .push((name.into(), Pending::Switch(Box::new(cfg))));
+        NodeId(self.nodes.len() - 1)
+    }
+
+    /// Any other node, made at build time from its random generator and the names of its
+    /// peers (one per port, in link order).
+    pub fn node(
+        &mut self,
+        name: impl Into<String>,
+        make: impl FnOnce(Rng, &[String]) -> Box<dyn SimNode> + 'static,
+    ) -> NodeId {
+        self.nodes
+            .push((name.into(), Pending::Node(Box::new(make))));
+        NodeId(self.nodes.len() - 1)
+    }
+
+    /// A link between the next free ports of `a` and `b`.
+    pub fn link(&mut self, a: NodeId, b: NodeId, spec: LinkSpec) -> LinkId {
+        self.links.push((a, b, spec));
+        LinkId(self.links.len() - 1)
+    }
+
+    /// Creates the cores and schedules the periodic events.
+    pub fn build(self) -> Result<Sim, SimError> {
+        let n = self.nodes.len();
+        let mut port_names: Vec<Vec<String>> = vec![Vec::new(); n];
+        let mut peers: Vec<Vec<String>> = vec![Vec::new(); n];
+        let mut port_cfgs: Vec<Vec<PortConfig>> = vec![Vec::new(); n];
+        let mut out_dirs: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut dirs = Vec::with_capacity(self.links.len() * 2);
+        let mut links = Vec::with_capacity(self.links.len());
+        for (li, (a, b, spec)) in self.links.iter().enumerate() {
+            for end in [a, b] {
+                if end.0 >= n {
+                    return Err(SimError::Topology(format!(
+                        "link {li}: no node with index {}",
+                        end.0
+                    )));
+                }
+            }
+            if a == b {
+                return Err(SimError::Topology(format!(
+                    "link {li}: both ends on node {}",
+                    self.nodes[a.0].0
+                )));
+            }
+            let an = &self.nodes[a.0].0;
+            let bn = &self.nodes[b.0].0;
+            let name = spec.name.clone().unwrap_or_else(|| format!("{an}-{bn}"));
+            let mut pname = |node: usize, explicit: &Option<String>, peer: &str| {
+                let base = explicit.clone().unwrap_or_else(|| peer.to_string());
+                let mut nm = base.clone();
+                let mut k = 1;
+                while port_names[node].contains(&nm) {
+                    k += 1;
+                    nm = format!("{base}.{k}");
+                }
+                port_names[node].push(nm.clone());
+                nm
+            };
+            let ap = pname(a.0, &spec.a_port, bn);
+            let bp = pname(b.0, &spec.b_port, an);
+            let a_port = peers[a.0].len() as u32;
+            let b_port = peers[b.0].len() as u32;
+            peers[a.0].push(bn.clone());
+            peers[b.0].push(an.clone());
+            for (node, pn) in [(a.0, &ap), (b.0, &bp)] {
+                port_cfgs[node].push(PortConfig::new(pn.clone()).with_rate(spec.rate));
+            }
+            let d0 = dirs.len() as u32;
+            out_dirs[a.0].push(d0);
+            out_dirs[b.0].push(d0 + 1);
+            for (from, fp, to, tp) in [(a.0, a_port, b.0, b_port), (b.0, b_port, a.0, a_port)] {
+                dirs.push(Dir {
+                    link: li as u32,
+                    from: from as u32,
+                    from_port: fp,
+                    to: to as u32,
+                    to_port: tp,
+                    rate: spec.rate,
+                    delay: spec.delay,
+                    paced: matches!(self.nodes[from].1, Pending::Switch(_)),
+                    busy_until: Instant::ZERO,
+                    rem: 0,
+                    inflight: VecDeque::new(),
+                    stats: DirStats::default(),
+                    cap_since: Instant::ZERO,
+                    warm: DirStats::default(),
+                    pcap: None,
+                });
+            }
+            links.push(LinkMeta {
+                name,
+                a: a.0 as u32,
+                b: b.0 as u32,
+                a_port: ap,
+                b_port: bp,
+            });
+        }
+        let mut root = Rng::new(self.seed);
+        let mut nodes = Vec::with_capacity(n);
+        for (i, (name, pending)) in self.nodes.into_iter().enumerate() {
+            let rng = root.fork(i as u64);
+            let body = match pending {
+                Pending::Switch(cfg) => {
+                    let mut cfg = *cfg;
+                    if !cfg.ports.is_empty() {
+                        return Err(SimError::Topology(format!(
+                            "switch {name}: ports come from the links, not the bridge settings"
+                        )));
+                    }
+                    cfg.ports = std::mem::take(&mut port_cfgs[i]);
+                    let outq = cfg.buffers.output.get();
+                    let inq = cfg.buffers.input.get();
+                    let b = Bridge::new(cfg, rng).map_err(|source| SimError::Bridge {
+                        node: name.clone(),
+                        source,
+                    })?;
+                    let np = b.num_ports();
+                    Body::Switch(Box::new(SwitchState {
+                        bridge: b,
+                        last_queues: Vec::new(),
+                        out_hist: (0..np).map(|_| QueueHistogram::new(outq * 8)).collect(),
+                        in_hist: (0..np).map(|_| QueueHistogram::new(inq * 8)).collect(),
+                    }))
+                }
+                Pending::Node(make) => Body::Other(make(rng, &peers[i])),
+            };
+            nodes.push(NodeState {
+                name,
+                body,
+                ports: std::mem::take(&mut out_dirs[i]),
+                wake_seq: None,
+                wake_at: Instant::MAX,
+                last_poll: Instant::MAX,
+                spins: 0,
+            });
+        }
+        let mut sim = Sim {
+            now: Instant::ZERO,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            nodes,
+            dirs,
+            links,
+            pool: Vec::new(),
+            pcaps: Vec::new(),
+            trace: None,
+            opts: self.opts,
+            stats: SimStats::default(),
+            warm_at: Instant::ZERO,
+            actions: Vec::new(),
+            io_error: None,
+        };
+        for i in 0..sim.nodes.len() {
+            sim.reschedule(i, None);
+        }
+        if sim.opts.sample_interval > Duration::ZERO {
+            sim.push(Instant::ZERO, Kind::Sample);
+        }
+        if sim.opts.warmup > Duration::ZERO {
+            sim.push(Instant::ZERO + sim.opts.warmup, Kind::Warmup);
+        }
+        Ok(sim)
+    }
+}
+
+/// A running simulation.
+pub struct Sim {
+    now: Instant,
+    seq: u64,
+    heap: BinaryHeap<Reverse<Entry>>,
+    nodes: Vec<NodeState>,
+    dirs: Vec<Dir>,
+    links: Vec<LinkMeta>,
+    /// Recycled frame buffers.
+    pool: Vec<Vec<u8>>,
+    pcaps: Vec<(String, PcapWriter<Box<dyn Write>>)>,
+    trace: Option<Box<dyn Write>>,
+    opts: TraceOptions,
+    stats: SimStats,
+    warm_at: Instant,
+    actions: Vec<Action>,
+    io_error: Option<SimError>,
+}
+
+impl std::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("now", &self.now)
+            .field("nodes", &self.nodes.len())
+            .field("links", &self.links.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// A change scheduled at an instant.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// New line rate of a link (both directions or one); a switch end's bridge port follows
+    /// through [`Bridge::set_port_rate`].
+    SetRate {
+        /// The link.
+        link: LinkId,
+        /// Which direction(s).
+        dir: Direction,
+        /// The new rate.
+        rate: Rate,
+    },
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry {
+    t: Instant,
+    seq: u64,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// The head frame of a link direction arrives.
+    Deliver(u32),
+    /// A node's poll_timeout is due.
+    Wake(u32),
+    /// Queue-occupancy samples for the summary.
+    Sample,
+    /// Trace records.
+    Trace,
+    /// End of the warm-up period.
+    Warmup,
+    /// A scheduled [`Action`].
+    Action(u32),
+}
+
+struct NodeState {
+    name: String,
+    body: Body,
+    /// Outgoing link direction of each port.
+    ports: Vec<u32>,
+    /// Sequence number of the one valid pending wake-up (older ones are stale).
+    wake_seq: Option<u64>,
+    wake_at: Instant,
+    last_poll: Instant,
+    spins: u32,
+}
+
+enum Body {
+    Switch(Box<SwitchState>),
+    Other(Box<dyn SimNode>),
+}
+
+struct SwitchState {
+    bridge: Bridge,
+    /// Occupancy at the previous trace record (idle queues are written once when they empty).
+    last_queues: Vec<u64>,
+    /// Per port: output queue occupancy (all priorities).
+    out_hist: Vec<QueueHistogram>,
+    /// Per port: input buffer occupancy (all priorities).
+    in_hist: Vec<QueueHistogram>,
+}
+
+struct Dir {
+    link: u32,
+    from: u32,
+    from_port: u32,
+    to: u32,
+    to_port: u32,
+    rate: Rate,
+    delay: Duration,
+    /// The sender paces itself (a bridge's shaper): never refuse a frame.
+    paced: bool,
+    busy_until: Instant,
+    /// Carried fraction of a nanosecond of serialisation time, in 1/rate ns.
+    rem: u64,
+    inflight: VecDeque<(Instant, Vec<u8>)>,
+    stats: DirStats,
+    cap_since: Instant,
+    warm: DirStats,
+    pcap: Option<usize>,
+}
+
+impl Dir {
+    fn accrue(&mut self, now: Instant) {
+        let dt = now.saturating_since(self.cap_since).as_nanos();
+        self.stats.capacity_bits += u128::from(self.rate.bps()) * u128::from(dt) / 1_000_000_000;
+        self.cap_since = now;
+    }
+}
+
+struct LinkMeta {
+    name: String,
+    a: u32,
+    b: u32,
+    a_port: String,
+    b_port: String,
+}
+
+impl Sim {
+    /// The current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Engine counters.
+    pub fn stats(&self) -> SimStats {
+        self.stats
+    }
+
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes.iter().position(|n| n.name == name).map(NodeId)
+    }
+
+    /// The link called `name`.
+    pub fn link_id(&self, name: &str) -> Option<LinkId> {
+        self.links.iter().position(|l| l.name == name).map(LinkId)
+    }
+
+    /// Name of a node.
+    pub fn node_name(&self, id: NodeId) -> &str {
+        self.nodes.get(id.0).map_or("", |n| n.name.as_str())
+    }
+
+    /// Name of a link.
+    pub fn link_name(&self, id: LinkId) -> &str {
+        self.links.get(id.0).map_or("", |l| l.name.as_str())
+    }
+
+    /// The two ends of a link: (node a, port name at a, node b, port name at b). Port names
+    /// are the bridge port names when the end is a switch.
+    pub fn link_ends(&self, link: LinkId) -> Option<(NodeId, &str, NodeId, &str)> {
+        let l = self.links.get(link.0)?;
+        Some((
+            NodeId(l.a as usize),
+            l.a_port.as_str(),
+            NodeId(l.b as usize),
+            l.b_port.as_str(),
+        ))
+    }
+
+    /// The bridge of a switch node.
+    pub fn bridge(&self, id: NodeId) -> Option<&Bridge> {
+        match &self.nodes.get(id.0)?.body {
+            Body::Switch(s) => Some(&s.bridge),
+            Body::Other(_) => None,
+        }
+    }
+
+    /// A non-switch node, downcast to its concrete type.
+    pub fn node<T: 'static>(&self, id: NodeId) -> Option<&T> {
+        match &self.nodes.get(id.0)?.body {
+            Body::Other(n) => n.as_any().downcast_ref(),
+            Body::Switch(_) => None,
+        }
+    }
+
+    /// A non-switch node, downcast to its concrete type (mutably).
+    pub fn node_mut<T: 'static>(&mut self, id: NodeId) -> Option<&mut T> {
+        match &mut self.nodes.get_mut(id.0)?.body {
+            Body::Other(n) => n.as_any_mut().downcast_mut(),
+            Body::Switch(_) => None,
+        }
+    }
+
+    /// Counters of one direction of a link (capacity accrued up to now).
+    pub fn link_stats(&mut self, link: LinkId, dir: Direction) -> DirStats {
+        let d = link.0 * 2 + usize::from(dir == Direction::BtoA);
+        let now = self.now;
+        match self.dirs.get_mut(d) {
+            Some(x) => {
+                x.accrue(now);
+                x.stats
+            }
+            None => DirStats::default(),
+        }
+    }
+
+    /// Frames currently on the wire (all links).
+    pub fn frames_in_flight(&self) -> usize {
+        self.dirs.iter().map(|d| d.inflight.len()).sum()
+    }
+
+    /// Writes the trace (JSON lines) to `out` from now on; the first queue record is now.
+    pub fn trace_to(&mut self, out: Box<dyn Write>) {
+        let first = self.trace.is_none();
+        self.trace = Some(out);
+        if first && self.opts.trace_interval > Duration::ZERO {
+            self.push(self.now, Kind::Trace);
+        }
+    }
+
+    /// Captures both directions of `link` into a pcap stream, timestamped when each frame's
+    /// first bit enters the link.
+    pub fn capture(&mut self, link: LinkId, out: Box<dyn Write>) -> Result<(), SimError> {
+        let name = self.link_name(link).to_string();
+        if link.0 >= self.links.len() {
+            return Err(SimError::Topology(format!("capture: no link {}", link.0)));
+        }
+        let w = PcapWriter::new(out).map_err(|source| SimError::Io {
+            what: format!("pcap of {name}"),
+            source,
+        })?;
+        self.pcaps.push((name, w));
+        let k = self.pcaps.len() - 1;
+        self.dirs[link.0 * 2].pcap = Some(k);
+        self.dirs[link.0 * 2 + 1].pcap = Some(k);
+        Ok(())
+    }
+
+    /// Schedules `action` at `at` (not before now).
+    pub fn schedule(&mut self, at: Instant, action: Action) {
+        self.actions.push(action);
+        let k = (self.actions.len() - 1) as u32;
+        self.push(at.max(self.now), Kind::Action(k));
+    }
+
+    /// Changes the rate of a link now (see [`Action::SetRate`]).
+    pub fn set_link_rate(&mut self, link: LinkId, dir: Direction, rate: Rate) {
+        if link.0 >= self.links.len() || rate == Rate::ZERO {
+            return;
+        }
+        let now = self.now;
+        let which: &[usize] = match dir {
+            Direction::AtoB => &[0],
+            Direction::BtoA => &[1],
+            Direction::Both => &[0, 1],
+        };
+        for &k in which {
+            let d = link.0 * 2 + k;
+            let dir = &mut self.dirs[d];
+            dir.accrue(now);
+            dir.rate = rate;
+            dir.rem = 0;
+            let (from, port) = (dir.from as usize, dir.from_port);
+            if let Body::Switch(s) = &mut self.nodes[from].body {
+                s.bridge.set_port_rate(now, PortId(port as u16), Some(rate));
+            }
+            self.reschedule(from, None);
+        }
+    }
+
+    /// Runs every event up to and including `end`, then sets the clock to `end`.
+    pub fn run_until(&mut self, end: Instant) {
+        while let Some(Reverse(e)) = self.heap.peek() {
+            if e.t > end {
+                break;
+            }
+            let Some(Reverse(e)) = self.heap.pop() else {
+                break;
+            };
+            self.now = e.t;
+            self.stats.events += 1;
+            self.dispatch(e);
+        }
+        self.now = self.now.max(end);
+    }
+
+    /// Runs for `d` of virtual time.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        self.run_until(end);
+    }
+
+    /// Runs until no frame is in flight and no node has a wake-up pending, or until `limit`;
+    /// returns true if the network went idle. Nodes with periodic timers (an agent whose
+    /// limiters are engaged runs its RP timer) never go idle: use [`Sim::run_until`] and
+    /// [`Sim::frames_in_flight`] for them.
+    pub fn run_until_idle(&mut self, limit: Instant) -> bool {
+        while let Some(Reverse(e)) = self.heap.peek() {
+            if e.t > limit {
+                return false;
+            }
+            let busy =
+                self.frames_in_flight() > 0 || self.nodes.iter().any(|n| n.wake_seq.is_some());
+            if !busy {
+                return true;
+            }
+            let Some(Reverse(e)) = self.heap.pop() else {
+                break;
+            };
+            self.now = e.t;
+            self.stats.events += 1;
+            self.dispatch(e);
+        }
+        true
+    }
+
+    /// Flushes the trace (draining every node's events) and the captures; returns the first
+    /// output error met during the run.
+    pub fn finish(&mut self) -> Result<(), SimError> {
+        self.write_trace(false);
+        if let Some(t) = self.trace.as_mut() {
+            if let Err(source) = t.flush() {
+                self.io_error.get_or_insert(SimError::Io {
+                    what: "trace".into(),
+                    source,
+                });
+            }
+        }
+        for (name, w) in &mut self.pcaps {
+            if let Err(source) = w.flush() {
+                self.io_error.get_or_insert(SimError::Io {
+                    what: format!("pcap of {name}"),
+                    source,
+                });
+            }
+        }
+        match self.io_error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Queue statistics of a switch port since the warm-up: (output queue, input buffer),
+    /// occupancy summed over priorities.
+    pub fn queue_summary(
+        &self,
+        node: NodeId,
+        port: PortId,
+    ) -> Option<(QueueSummary, QueueSummary)> {
+        match &self.nodes.get(node.0)?.body {
+            Body::Switch(s) => Some((
+                s.out_hist.get(port.index())?.summary(),
+                s.in_hist.get(port.index())?.summary(),
+            )),
+            Body::Other(_) => None,
+        }
+    }
+
+    /// The run summary: engine counters, every link direction (frames, utilisation since the
+    /// warm-up), every switch (drops by reason, queue statistics per port) and what the other
+    /// nodes report.
+    pub fn summary(&mut self) -> Value {
+        let now = self.now;
+        for d in &mut self.dirs {
+            d.accrue(now);
+        }
+        let mut links = Vec::new();
+        for d in &self.dirs {
+            let l = &self.links[d.link as usize];
+            links.push(json!({
+                "link": l.name,
+                "from": self.nodes[d.from as usize].name,
+                "to": self.nodes[d.to as usize].name,
+                "rate": d.rate,
+                "frames": d.stats.frames,
+                "bytes": d.stats.bytes,
+                "utilization": d.stats.utilization_since(&d.warm),
+                "throughput_bps": throughput(&d.stats, &d.warm, now.saturating_since(self.warm_at)),
+            }));
+        }
+        let mut switches = Vec::new();
+        let mut others = Vec::new();
+        for n in &self.nodes {
+            match &n.body {
+                Body::Switch(s) => {
+                    let st = s.bridge.stats();
+                    let ports: Vec<Value> = st
+                        .ports
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| {
+                            json!({
+                                "port": p.name,
+                                "rx_frames": p.rx_frames,
+                                "tx_frames": p.tx_frames,
+                                "drops": p.drops,
+                                "drop_reasons": p.drop_reasons,
+                                "pause_tx": p.pause_tx,
+                                "pause_rx": p.pause_rx,
+                                "output_queue": s.out_hist.get(i).map(QueueHistogram::summary),
+                                "input_buffer": s.in_hist.get(i).map(QueueHistogram::summary),
+                            })
+                        })
+                        .collect();
+                    let drops: u64 = st.ports.iter().map(|p| p.drops).sum();
+                    switches.push(json!({
+                        "node": n.name, "drops": drops, "ports": ports,
+                        "buffers_allocated": st.buffers_allocated,
+                    }));
+                }
+                Body::Other(x) => {
+                    let mut v = x.summary(now);
+                    if !v.is_null() {
+                        if let Some(o) = v.as_object_mut() {
+                            o.insert("node".into(), json!(n.name));
+                        }
+                        others.push(v);
+                    }
+                }
+            }
+        }
+        json!({
+            "t": now.as_nanos(),
+            "warmup_ns": self.warm_at.as_nanos(),
+            "engine": self.stats,
+            "links": links,
+            "switches": switches,
+            "nodes": others,
+        })
+    }
+
+    // ----- internals -----------------------------------------------------------------
+
+    #[inline]
+    fn push(&mut self, t: Instant, kind: Kind) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        self.heap.push(Reverse(Entry { t, seq, kind }));
+        seq
+    }
+
+    fn dispatch(&mut self, e: Entry) {
+        match e.kind {
+            Kind::Deliver(d) => self.deliver(d as usize),
+            Kind::Wake(n) => {
+                let n = n as usize;
+                if self.nodes[n].wake_seq == Some(e.seq) {
+                    self.nodes[n].wake_seq = None;
+                    self.nodes[n].wake_at = Instant::MAX;
+                    self.poll(n);
+                }
+            }
+            Kind::Sample => {
+                self.sample();
+                if self.trace.is_none() {
+                    // Keep the cores' bounded event logs from filling (and counting losses)
+                    // when nobody reads them.
+                    self.write_trace(false);
+                }
+                let next = self.now + self.opts.sample_interval;
+                self.push(next, Kind::Sample);
+            }
+            Kind::Trace => {
+                self.write_trace(true);
+                if self.trace.is_some() {
+                    let next = self.now + self.opts.trace_interval;
+                    self.push(next, Kind::Trace);
+                }
+            }
+            Kind::Warmup => {
+                let now = self.now;
+                self.warm_at = now;
+                for d in &mut self.dirs {
+                    d.accrue(now);
+                    d.warm = d.stats;
+                }
+                for n in &mut self.nodes {
+                    if let Body::Switch(s) = &mut n.body {
+                        s.out_hist.iter_mut().for_each(QueueHistogram::clear);
+                        s.in_hist.iter_mut().for_each(QueueHistogram::clear);
+                    }
+                }
+            }
+            Kind::Action(k) => {
+                if let Some(a) = self.actions.get(k as usize).cloned() {
+                    match a {
+                        Action::SetRate { link, dir, rate } => self.set_link_rate(link, dir, rate),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The head frame of direction `d` reaches the far end.
+    fn deliver(&mut self, d: usize) {
+        let now = self.now;
+        let dir = &mut self.dirs[d];
+        let Some((_, buf)) = dir.inflight.pop_front() else {
+            return;
+        };
+        dir.stats.delivered += 1;
+        let (to, port) = (dir.to as usize, dir.to_port as usize);
+        if let Some(&(t, _)) = dir.inflight.front() {
+            self.push(t, Kind::Deliver(d as u32));
+        }
+        self.stats.deliveries += 1;
+        match &mut self.nodes[to].body {
+            Body::Switch(s) => s.bridge.handle_frame(now, PortId(port as u16), &buf),
+            Body::Other(x) => x.handle_frame(now, port, &buf),
+        }
+        self.pool.push(buf);
+        self.reschedule(to, None);
+    }
+
+    /// Polls node `n` and schedules its next wake-up.
+    fn poll(&mut self, n: usize) {
+        let now = self.now;
+        self.stats.polls += 1;
+        let Sim {
+            nodes,
+            dirs,
+            pool,
+            heap,
+            seq,
+            pcaps,
+            stats,
+            io_error,
+            ..
+        } = self;
+        let NodeState { body, ports, .. } = &mut nodes[n];
+        let mut refused: Option<Instant> = None;
+        let mut tx = |port: usize, frame: &[u8]| -> bool {
+            let Some(&d) = ports.get(port) else {
+                stats.unattached += 1;
+                return true;
+            };
+            let dir = &mut dirs[d as usize];
+            let wire = wire_octets(frame.len());
+            let arrival = if dir.paced {
+                now + dir.rate.tx_time(cnm_proto::Bytes::new(wire)) + dir.delay
+            } else {
+                if dir.busy_until > now {
+                    refused = Some(refused.map_or(dir.busy_until, |r| r.min(dir.busy_until)));
+                    return false;
+                }
+                let r = u128::from(dir.rate.bps().max(1));
+                let num = u128::from(wire) * 8 * 1_000_000_000 + u128::from(dir.rem);
+                let ns = u64::try_from(num / r).unwrap_or(u64::MAX);
+                dir.rem = (num % r) as u64;
+                dir.busy_until = now + Duration::from_nanos(ns);
+                dir.busy_until + dir.delay
+            };
+            dir.stats.frames += 1;
+            dir.stats.bytes += frame.len() as u64;
+            dir.stats.wire_bytes += wire;
+            stats.transmissions += 1;
+            if let Some(k) = dir.pcap {
+                if let Some((name, w)) = pcaps.get_mut(k) {
+                    if let Err(source) = w.write(now, frame) {
+                        io_error.get_or_insert(SimError::Io {
+                            what: format!("pcap of {name}"),
+                            source,
+                        });
+                        dir.pcap = None;
+                    }
+                }
+            }
+            let mut buf = pool.pop().unwrap_or_default();
+            buf.clear();
+            buf.extend_from_slice(frame);
+            if dir.inflight.is_empty() {
+                let s = *seq;
+                *seq += 1;
+                heap.push(Reverse(Entry {
+                    t: arrival,
+                    seq: s,
+                    kind: Kind::Deliver(d),
+                }));
+            }
+            dir.inflight.push_back((arrival, buf));
+            true
+        };
+        match body {
+            Body::Switch(s) => s
+                .bridge
+                .poll_transmit(now, &mut |pid, f| tx(pid.index(), f)),
+            Body::Other(x) => x.poll(now, &mut tx),
+        }
+        let st = &mut nodes[n];
+        if st.last_poll == now {
+            st.spins += 1;
+        } else {
+            st.last_poll = now;
+            st.spins = 0;
+        }
+        self.reschedule(n, refused);
+    }
+
+    /// Schedules node `n`'s next wake-up from its `poll_timeout` (`refused`: the earliest
+    /// instant a link transmitter that refused a frame frees up).
+    fn reschedule(&mut self, n: usize, refused: Option<Instant>) {
+        let now = self.now;
+        let st = &mut self.nodes[n];
+        let t = match &st.body {
+            Body::Switch(s) => s.bridge.poll_timeout(),
+            Body::Other(x) => x.poll_timeout(),
+        };
+        let Some(mut t) = t else {
+            return;
+        };
+        if t <= now {
+            t = match refused {
+                Some(r) if r > now => r,
+                _ => now,
+            };
+            if t == now && st.last_poll == now && st.spins >= SPIN_LIMIT {
+                t = now + Duration::from_nanos(1);
+                self.stats.spin_breaks += 1;
+            }
+        }
+        if st.wake_seq.is_some() && st.wake_at <= t {
+            return;
+        }
+        st.wake_at = t;
+        let s = self.push(t, Kind::Wake(n as u32));
+        self.nodes[n].wake_seq = Some(s);
+    }
+
+    /// One occupancy sample of every switch port (output queues and input buffers, summed
+    /// over priorities).
+    fn sample(&mut self) {
+        for n in &mut self.nodes {
+            if let Body::Switch(s) = &mut n.body {
+                for p in 0..s.bridge.num_ports() {
+                    let pid = PortId(p as u16);
+                    let mut o = 0;
+                    let mut i = 0;
+                    for prio in 0..8 {
+                        o += s.bridge.output_queue_bytes(pid, prio);
+                        i += s.bridge.input_queue_bytes(pid, prio);
+                    }
+                    s.out_hist[p].record(o);
+                    s.in_hist[p].record(i);
+                }
+            }
+        }
+    }
+
+    /// Drains every node's events into the trace (or nowhere) and, when `queues`, writes the
+    /// switches' queue-occupancy records — the daemon's record shapes plus a `node` field.
+    fn write_trace(&mut self, queues: bool) {
+        let now = self.now;
+        let Sim {
+            nodes,
+            trace,
+            io_error,
+            ..
+        } = self;
+        let mut lines: Vec<String> = Vec::new();
+        for n in nodes.iter_mut() {
+            let name = &n.name;
+            match &mut n.body {
+                Body::Switch(s) => {
+                    let tracing = trace.is_some();
+                    s.bridge.drain_events(&mut |ev| {
+                        if tracing {
+                            if let Ok(mut v) = serde_json::to_value(ev) {
+                                v["type"] = json!("event");
+                                v["node"] = json!(name);
+                                lines.push(v.to_string());
+                            }
+                        }
+                    });
+                    if tracing && queues {
+                        let st = s.bridge.stats();
+                        s.last_queues.resize(st.queues.len(), 0);
+                        let mut qs = Vec::new();
+                        for (q, prev) in st.queues.iter().zip(s.last_queues.iter_mut()) {
+                            if q.bytes != 0 || *prev != 0 {
+                                qs.push(json!({
+                                    "port": q.port, "priority": q.priority,
+                                    "kind": q.kind, "bytes": q.bytes,
+                                }));
+                            }
+                            *prev = q.bytes;
+                        }
+                        if !qs.is_empty() {
+                            lines.push(
+                                json!({"type": "queues", "t": now.as_nanos(), "node": name,
+                                       "queues": qs})
+                                .to_string(),
+                            );
+                        }
+                    }
+                }
+                Body::Other(x) => {
+                    let tracing = trace.is_some();
+                    x.drain_events(&mut |mut v| {
+                        if tracing {
+                            if v.get("type").is_none() {
+                                v["type"] = json!("event");
+                            }
+                            v["node"] = json!(name);
+                            lines.push(v.to_string());
+                        }
+                    });
+                }
+            }
+        }
+        if let Some(t) = trace.as_mut() {
+            for l in lines {
+                if let Err(source) = t.write_all(l.as_bytes()).and_then(|()| t.write_all(b"\n")) {
+                    io_error.get_or_insert(SimError::Io {
+                        what: "trace".into(),
+                        source,
+                    });
+                    *trace = None;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn throughput(now: &DirStats, warm: &DirStats, elapsed: Duration) -> f64 {
+    let s = elapsed.as_secs_f64();
+    if s <= 0.0 {
+        return 0.0;
+    }
+    (now.bytes.saturating_sub(warm.bytes) as f64 * 8.0) / s
+}

@@ -1,0 +1,717 @@
+//! Topology files of `testbed sim` (TOML).
+//!
+//! ```toml
+//! seed = 1                       # run seed (every node's generator derives from it)
+//! duration = "100ms"             # virtual time simulated
+//!
+//! [output]                       # every key optional
+//! trace = "trace.jsonl"          # JSON lines, the daemons' record shapes + "node"
+//! trace_interval = "100us"       # queue-occupancy records
+//! sample_interval = "10us"       # queue samples behind the summary's mean/std/p99
+//! warmup = "50ms"                # left out of the summary's queue and utilisation figures
+//! summary = "summary.json"
+//! bottleneck = "sw0-r0"          # link whose a→b utilisation is the summary's headline
+//! pcap = [{ link = "sw0-r0", file = "bottleneck.pcap" }]
+//!
+//! [switch.sw0]
+//! static_fdb = true              # default: every host's MAC pinned on the shortest path
+//! [switch.sw0.bridge]            # cp_switch::BridgeConfig fields except `ports`
+//! buffers = { output = "150KB", on_output_full = "drop" }
+//! cp = { cp_queue_set_point = "33KB" }
+//!
+//! [host.h0]
+//! mac = "02:00:00:00:01:00"      # default 02:00:00:00:01:NN (declaration index)
+//! [host.h0.agent]                # rp_agent::AgentConfig fields; line_rate defaults to the
+//! rp = { rpg_ai_rate = "5mbit" } # host's link rate, mac to the host's MAC
+//!
+//! [[link]]                       # full duplex; a switch port is named after its peer
+//! a = "h0"
+//! b = "sw0"
+//! rate = "10gbit"
+//! delay = "12.5us"               # one way
+//! name = "h0-sw0"                # default "A-B"
+//!
+//! [[flow]]
+//! src = "h0"
+//! dst = "r0"
+//! pattern = "greedy"             # greedy | cbr:R | onoff:R,on=B | poisson:R,pareto-mean=B,shape=S
+//! frame_len = 1500               # default 1500
+//! start = "0s"                   # default 0
+//! stop = "100ms"                 # default: the duration
+//!
+//! [[event]]
+//! at = "20ms"
+//! link = "sw0-r0"
+//! dir = "both"                   # a-to-b | b-to-a | both (default)
+//! rate = "1gbit"
+//!
+//! [[incast]]                     # TCP-like synchronized reads (see super::tcp)
+//! client = "r0"
+//! servers = ["h0", "h1"]
+//! sru = "256KB"
+//! rounds = 5
+//! ```
+//!
+//! Every error names the file and the field (`dumbbell.toml: link[2].b: no node "sw9"`);
+//! errors inside `[switch.X.bridge]` and `[host.X.agent]` are the cores' own validation
+//! messages with the table's path prepended.
+
+use super::engine::{Action, Direction, LinkId, LinkSpec, NodeId, Sim, SimBuilder, TraceOptions};
+use super::host::{FlowSpec, HostNode};
+use super::tcp::{IncastSpec, TcpHost};
+use cnm_proto::wire::EthernetAddress;
+use cnm_proto::{Duration, Instant, Rate};
+use cp_switch::config::StaticEntry;
+use cp_switch::BridgeConfig;
+use rp_agent::gen::Pattern;
+use rp_agent::AgentConfig;
+use serde::Deserialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// A topology file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {field}: {msg}")]
+pub struct TopoError {
+    /// The file (or a label for text that came from elsewhere).
+    pub file: String,
+    /// The field, as a TOML path.
+    pub field: String,
+    /// What is wrong.
+    pub msg: String,
+}
+
+/// A parsed topology file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Run seed.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Virtual time to simulate.
+    pub duration: Duration,
+    /// Outputs.
+    #[serde(default)]
+    pub output: OutputSpec,
+    /// Switches by name.
+    #[serde(default)]
+    pub switch: BTreeMap<String, SwitchSpec>,
+    /// Hosts by name.
+    #[serde(default)]
+    pub host: BTreeMap<String, HostSpec>,
+    /// Links.
+    #[serde(default)]
+    pub link: Vec<LinkEntry>,
+    /// Generated flows.
+    #[serde(default)]
+    pub flow: Vec<FlowEntry>,
+    /// Scheduled changes.
+    #[serde(default)]
+    pub event: Vec<EventEntry>,
+    /// TCP-like incast experiments.
+    #[serde(default)]
+    pub incast: Vec<IncastSpec>,
+    /// Where the file was read from (relative output paths are relative to the working
+    /// directory, not to it).
+    #[serde(skip)]
+    pub file: String,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// Trace file (JSON lines).
+    pub trace: Option<PathBuf>,
+    /// Queue-record interval of the trace. Default 100 µs.
+    pub trace_interval: Option<Duration>,
+    /// Queue sampling interval of the summary. Default 10 µs.
+    pub sample_interval: Option<Duration>,
+    /// Warm-up left out of the summary. Default 0.
+    pub warmup: Option<Duration>,
+    /// Summary file (JSON).
+    pub summary: Option<PathBuf>,
+    /// The bottleneck link (its a→b direction).
+    pub bottleneck: Option<String>,
+    /// Captures.
+    #[serde(default)]
+    pub pcap: Vec<PcapSpec>,
+}
+
+/// One capture.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapSpec {
+    /// Link name.
+    pub link: String,
+    /// Output file.
+    pub file: PathBuf,
+}
+
+/// `[switch.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSpec {
+    /// Pin every host's MAC in the FDB on the port towards it (shortest path). Default true:
+    /// otherwise frames to a silent receiver are flooded to every host.
+    #[serde(default = "yes")]
+    pub static_fdb: bool,
+    /// Bridge settings (kept as a table; parsed into `BridgeConfig` at build).
+    #[serde(default)]
+    pub bridge: Option<toml::Table>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[host.NAME]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// MAC address.
+    pub mac: Option<EthernetAddress>,
+    /// Agent settings (parsed into `AgentConfig` at build).
+    #[serde(default)]
+    pub agent: Option<toml::Table>,
+}
+
+/// `[[link]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEntry {
+    /// One end.
+    pub a: String,
+    /// The other end.
+    pub b: String,
+    /// Line rate.
+    pub rate: Rate,
+    /// One-way propagation delay. Default 0.
+    #[serde(default)]
+    pub delay: Duration,
+    /// Name. Default `"A-B"`.
+    pub name: Option<String>,
+}
+
+/// `[[flow]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowEntry {
+    /// Name. Default `"fN"`.
+    pub name: Option<String>,
+    /// Sending host.
+    pub src: String,
+    /// Receiving host.
+    pub dst: String,
+    /// Traffic model.
+    pub pattern: String,
+    /// Frame length (octets, no FCS). Default 1500.
+    #[serde(default = "default_frame_len")]
+    pub frame_len: usize,
+    /// Start. Default 0.
+    #[serde(default)]
+    pub start: Duration,
+    /// Stop. Default: the run's duration.
+    pub stop: Option<Duration>,
+}
+
+fn default_frame_len() -> usize {
+    1500
+}
+
+/// `[[event]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventEntry {
+    /// When.
+    pub at: Duration,
+    /// Link.
+    pub link: String,
+    /// Direction(s): `a-to-b`, `b-to-a`, `both`. Default both.
+    #[serde(default)]
+    pub dir: DirSpec,
+    /// New rate.
+    pub rate: Rate,
+}
+
+/// Direction in a topology file.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirSpec {
+    /// a → b.
+    AToB,
+    /// b → a.
+    BToA,
+    /// Both.
+    #[default]
+    Both,
+}
+
+/// What [`Topology::build`] returns besides the simulation.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// Hosts: (name, node).
+    pub hosts: Vec<(String, NodeId)>,
+    /// Switches: (name, node).
+    pub switches: Vec<(String, NodeId)>,
+    /// Flows: (name, id, src host, dst host, start, stop).
+    pub flows: Vec<(String, u32, String, String, Instant, Instant)>,
+    /// The bottleneck link, if named.
+    pub bottleneck: Option<LinkId>,
+}
+
+impl Topology {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<Topology, TopoError> {
+        let label = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| TopoError {
+            file: label.clone(),
+            field: "(file)".into(),
+            msg: e.to_string(),
+        })?;
+        Topology::parse(&text, &label)
+    }
+
+    /// Parses TOML text; `label` names it in errors.
+    pub fn parse(text: &str, label: &str) -> Result<Topology, TopoError> {
+        let mut t: Topology = toml::from_str(text).map_err(|e| TopoError {
+            file: label.into(),
+            field: e
+                .span()
+                .map(|s| {
+                    let line = text[..s.start.min(text.len())].lines().count().max(1);
+                    format!("line {line}")
+                })
+                .unwrap_or_else(|| "(syntax)".into()),
+            msg: e.message().to_string(),
+        })?;
+        t.file = label.into();
+        Ok(t)
+    }
+
+    fn err(&self, field: impl Into<String>, msg: impl Into<String>) -> TopoError {
+        TopoError {
+            file: self.file.clone(),
+            field: field.into(),
+            msg: msg.into(),
+        }
+    }
+
+    /// The MAC of every host, by name.
+    pub fn host_macs(&self) -> BTreeMap<String, EthernetAddress> {
+        self.host
+            .iter()
+            .enumerate()
+            .map(|(i, (name, h))| {
+                let i = i as u16;
+                let mac = h.mac.unwrap_or(EthernetAddress([
+                    0x02,
+                    0,
+                    0,
+                    0,
+                    0x01 + (i >> 8) as u8,
+                    i as u8,
+                ]));
+                (name.clone(), mac)
+            })
+            .collect()
+    }
+
+    /// Creates the simulation: switches (sorted by name) then hosts (sorted by name), links
+    /// in file order, flows, incast endpoints, scheduled events.
+    pub fn build(&self) -> Result<(Sim, Built), TopoError> {
+        // Names and port names.
+        let mut names: Vec<String> = self.switch.keys().cloned().collect();
+        names.extend(self.host.keys().cloned());
+        for n in self.host.keys() {
+            if self.switch.contains_key(n) {
+                return Err(self.err(format!("host.{n}"), "a switch has the same name"));
+            }
+        }
+        let index = |n: &str| names.iter().position(|x| x == n);
+        let mut port_names: Vec<Vec<String>> = vec![Vec::new(); names.len()];
+        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); names.len()]; // (peer, my port)
+        let mut link_names = Vec::new();
+        let mut specs = Vec::new();
+        for (i, l) in self.link.iter().enumerate() {
+            let a = index(&l.a)
+                .ok_or_else(|| self.err(format!("link[{i}].a"), format!("no node {:?}", l.a)))?;
+            let b = index(&l.b)
+                .ok_or_else(|| self.err(format!("link[{i}].b"), format!("no node {:?}", l.b)))?;
+            if a == b {
+                return Err(self.err(format!("link[{i}]"), "both ends on the same node"));
+            }
+            if l.rate == Rate::ZERO {
+                return Err(self.err(format!("link[{i}].rate"), "must be above zero"));
+            }
+            let name = l.name.clone().unwrap_or_else(|| format!("{}-{}", l.a, l.b));
+            if link_names.contains(&name) {
+                return Err(self.err(
+                    format!("link[{i}].name"),
+                    format!("two links are called {name:?}"),
+                ));
+            }
+            let mut pn = |node: usize, peer: &str| {
+                let mut nm = peer.to_string();
+                let mut k = 1;
+                while port_names[node].contains(&nm) {
+                    k += 1;
+                    nm = format!("{peer}.{k}");
+                }
+                port_names[node].push(nm.clone());
+                nm
+            };
+            let ap = pn(a, &l.b);
+            let bp = pn(b, &l.a);
+            adj[a].push((b, port_names[a].len() - 1));
+            adj[b].push((a, port_names[b].len() - 1));
+            link_names.push(name.clone());
+            specs.push((
+                a,
+                b,
+                LinkSpec {
+                    rate: l.rate,
+                    delay: l.delay,
+                    name: Some(name),
+                    a_port: Some(ap),
+                    b_port: Some(bp),
+                },
+            ));
+        }
+        let macs = self.host_macs();
+        let ns = self.switch.len();
+
+        // Flows.
+        let end = Instant::ZERO + self.duration;
+        let mut flows_by_host: BTreeMap<String, Vec<FlowSpec>> = BTreeMap::new();
+        let mut flow_list = Vec::new();
+        for (i, f) in self.flow.iter().enumerate() {
+            if !self.host.contains_key(&f.src) {
+                return Err(self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src)));
+            }
+            let Some(&dst) = macs.get(&f.dst) else {
+                return Err(self.err(format!("flow[{i}].dst"), format!("no host {:?}", f.dst)));
+            };
+            let pattern: Pattern =
+                f.pattern
+                    .parse()
+                    .map_err(|e: rp_agent::gen::PatternError| {
+                        self.err(format!("flow[{i}].pattern"), e.to_string())
+                    })?;
+            if !(60..=9000).contains(&f.frame_len) {
+                return Err(self.err(format!("flow[{i}].frame_len"), "must be in 60..=9000"));
+            }
+            let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
+            let start = Instant::ZERO + f.start;
+            let stop = f.stop.map_or(end, |s| Instant::ZERO + s);
+            flow_list.push((
+                name.clone(),
+                i as u32,
+                f.src.clone(),
+                f.dst.clone(),
+                start,
+                stop,
+            ));
+            flows_by_host
+                .entry(f.src.clone())
+                .or_default()
+                .push(FlowSpec {
+                    id: i as u32,
+                    name,
+                    dst,
+                    pattern,
+                    frame_len: f.frame_len,
+                    start,
+                    stop,
+                });
+        }
+
+        // Incast endpoints.
+        let mut tcp_by_host: BTreeMap<String, TcpHost> = BTreeMap::new();
+        for (i, inc) in self.incast.iter().enumerate() {
+            inc.validate()
+                .map_err(|(field, msg)| self.err(format!("incast[{i}].{field}"), msg))?;
+            let Some(&cmac) = macs.get(&inc.client) else {
+                return Err(self.err(
+                    format!("incast[{i}].client"),
+                    format!("no host {:?}", inc.client),
+                ));
+            };
+            let mut servers = Vec::new();
+            for (k, s) in inc.servers.iter().enumerate() {
+                let Some(&smac) = macs.get(s) else {
+                    return Err(self.err(
+                        format!("incast[{i}].servers[{k}]"),
+                        format!("no host {s:?}"),
+                    ));
+                };
+                servers.push((s.clone(), smac));
+            }
+            let base = (i as u32 + 1) << 16;
+            for (k, (s, smac)) in servers.iter().enumerate() {
+                tcp_by_host.entry(s.clone()).or_default().add_server(
+                    inc,
+                    base + k as u32,
+                    *smac,
+                    cmac,
+                );
+            }
+            tcp_by_host
+                .entry(inc.client.clone())
+                .or_default()
+                .add_client(
+                    inc,
+                    base,
+                    cmac,
+                    &servers.iter().map(|x| x.1).collect::<Vec<_>>(),
+                    Instant::ZERO + inc.start,
+                );
+        }
+
+        // Nodes.
+        let opts = TraceOptions {
+            trace_interval: self
+                .output
+                .trace_interval
+                .unwrap_or(TraceOptions::default().trace_interval),
+            sample_interval: self
+                .output
+                .sample_interval
+                .unwrap_or(TraceOptions::default().sample_interval),
+            warmup: self.output.warmup.unwrap_or(Duration::ZERO),
+        };
+        let mut b = SimBuilder::new(self.seed);
+        b.options(opts);
+        let mut built = Built {
+            hosts: Vec::new(),
+            switches: Vec::new(),
+            flows: flow_list,
+            bottleneck: None,
+        };
+        for (si, (name, sw)) in self.switch.iter().enumerate() {
+            let field = format!("switch.{name}.bridge");
+            let mut cfg: BridgeConfig = match &sw.bridge {
+                Some(t) => {
+                    if t.contains_key("ports") {
+                        return Err(
+                            self.err(format!("{field}.ports"), "ports come from [[link]] entries")
+                        );
+                    }
+                    t.clone()
+                        .try_into()
+                        .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?
+                }
+                None => BridgeConfig::default(),
+            };
+            if sw.static_fdb {
+                // Breadth-first search from this switch: the first port on the path to each
+                // host.
+                let mut via: Vec<Option<usize>> = vec![None; names.len()];
+                let mut seen = vec![false; names.len()];
+                seen[si] = true;
+                let mut q = VecDeque::new();
+                for &(peer, port) in &adj[si] {
+                    if !seen[peer] {
+                        seen[peer] = true;
+                        via[peer] = Some(port);
+                        if peer < ns {
+                            q.push_back(peer);
+                        }
+                    }
+                }
+                while let Some(u) = q.pop_front() {
+                    for &(peer, _) in &adj[u] {
+                        if !seen[peer] {
+                            seen[peer] = true;
+                            via[peer] = via[u];
+                            if peer < ns {
+                                q.push_back(peer);
+                            }
+                        }
+                    }
+                }
+                for (h, mac) in &macs {
+                    let Some(hi) = index(h) else { continue };
+                    if let Some(p) = via[hi] {
+                        cfg.fdb.static_entries.push(StaticEntry {
+                            mac: *mac,
+                            vid: None,
+                            port: port_names[si][p].clone(),
+                        });
+                    }
+                }
+            }
+            // Validate early so the error names this table (ports are added by the builder).
+            let mut probe = cfg.clone();
+            probe.ports = port_names[si]
+                .iter()
+                .map(|p| cp_switch::PortConfig::new(p.clone()))
+                .collect();
+            if let Err(e) = probe.validate() {
+                return Err(self.err(format!("{field}.{}", e.field), e.reason));
+            }
+            let id = b.switch(name.clone(), cfg);
+            built.switches.push((name.clone(), id));
+        }
+        for (hi, (name, h)) in self.host.iter().enumerate() {
+            let field = format!("host.{name}.agent");
+            let mut table = h.agent.clone().unwrap_or_default();
+            let mac = macs[name];
+            let first_link = adj[ns + hi].first().map(|&(peer, _)| {
+                self.link
+                    .iter()
+                    .find(|l| {
+                        (l.a == *name && l.b == names[peer]) || (l.b == *name && l.a == names[peer])
+                    })
+                    .map_or(Rate::ZERO, |l| l.rate)
+            });
+            if !table.contains_key("line_rate") {
+                if let Some(r) = first_link {
+                    table.insert("line_rate".into(), toml::Value::String(r.to_string()));
+                }
+            }
+            if !table.contains_key("mac") {
+                table.insert("mac".into(), toml::Value::String(mac.to_string()));
+            }
+            let cfg: AgentConfig = table
+                .try_into()
+                .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?;
+            if let Err(e) = cfg.validate() {
+                return Err(self.err(format!("{field}.{}", e.field), e.reason));
+            }
+            if adj[ns + hi].len() > 1 {
+                return Err(self.err(
+                    format!("host.{name}"),
+                    "a host has one uplink (it has several links)",
+                ));
+            }
+            let flows = flows_by_host.remove(name).unwrap_or_default();
+            let tcp = tcp_by_host.remove(name);
+            let id = b.node(name.clone(), move |rng, _| {
+                // Validated above, so `new` cannot fail; fall back to defaults regardless.
+                let host = HostNode::new(cfg, mac, rng.clone(), flows.clone())
+                    .or_else(|_| HostNode::new(AgentConfig::default(), mac, rng, flows));
+                match host {
+                    Ok(mut h) => {
+                        if let Some(t) = tcp {
+                            h = h.with_tcp(t);
+                        }
+                        Box::new(h)
+                    }
+                    Err(_) => Box::new(super::engine::DeadNode),
+                }
+            });
+            built.hosts.push((name.clone(), id));
+        }
+        for (a, bb, spec) in specs {
+            b.link(NodeId(a), NodeId(bb), spec);
+        }
+        let mut sim = b
+            .build()
+            .map_err(|e| self.err("(topology)", e.to_string()))?;
+        for (i, ev) in self.event.iter().enumerate() {
+            let link = sim.link_id(&ev.link).ok_or_else(|| {
+                self.err(format!("event[{i}].link"), format!("no link {:?}", ev.link))
+            })?;
+            if ev.rate == Rate::ZERO {
+                return Err(self.err(format!("event[{i}].rate"), "must be above zero"));
+            }
+            let dir = match ev.dir {
+                DirSpec::AToB => Direction::AtoB,
+                DirSpec::BToA => Direction::BtoA,
+                DirSpec::Both => Direction::Both,
+            };
+            sim.schedule(
+                Instant::ZERO + ev.at,
+                Action::SetRate {
+                    link,
+                    dir,
+                    rate: ev.rate,
+                },
+            );
+        }
+        if let Some(bn) = &self.output.bottleneck {
+            built.bottleneck = Some(
+                sim.link_id(bn)
+                    .ok_or_else(|| self.err("output.bottleneck", format!("no link {bn:?}")))?,
+            );
+        }
+        for (i, p) in self.output.pcap.iter().enumerate() {
+            if sim.link_id(&p.link).is_none() {
+                return Err(self.err(
+                    format!("output.pcap[{i}].link"),
+                    format!("no link {:?}", p.link),
+                ));
+            }
+        }
+        Ok((sim, built))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINI: &str = r#"
+        seed = 3
+        duration = "1ms"
+        [switch.sw]
+        [host.a]
+        [host.b]
+        [[link]]
+        a = "a"
+        b = "sw"
+        rate = "10gbit"
+        delay = "1us"
+        [[link]]
+        a = "sw"
+        b = "b"
+        rate = "10gbit"
+        [[flow]]
+        src = "a"
+        dst = "b"
+        pattern = "cbr:1gbit"
+    "#;
+
+    #[test]
+    fn minimal_topology_builds_and_runs() {
+        let t = Topology::parse(MINI, "mini.toml").unwrap();
+        let (mut sim, built) = t.build().unwrap();
+        assert_eq!(built.hosts.len(), 2);
+        sim.run_until(Instant::ZERO + t.duration);
+        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        let (_, c) = b.sink().flows().next().unwrap();
+        // 1 Gb/s of 1500-octet frames for 1 ms: about 83 frames.
+        assert!((75..=84).contains(&c.frames), "{}", c.frames);
+        assert_eq!(c.lost, 0);
+    }
+
+    fn error_of(text: &str) -> String {
+        match Topology::parse(text, "t.toml").and_then(|t| t.build().map(|_| ())) {
+            Ok(()) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn errors_name_file_and_field() {
+        let e = error_of(&MINI.replace("b = \"sw\"", "b = \"sw9\""));
+        assert!(e.starts_with("t.toml: link[0].b: no node \"sw9\""), "{e}");
+        let e = error_of(&MINI.replace("pattern = \"cbr:1gbit\"", "pattern = \"fast\""));
+        assert!(e.starts_with("t.toml: flow[0].pattern"), "{e}");
+        let e = error_of(&MINI.replace(
+            "[switch.sw]",
+            "[switch.sw]\n[switch.sw.bridge]\nbuffers = { output = \"1KB\", bogus = 1 }",
+        ));
+        assert!(e.contains("switch.sw.bridge"), "{e}");
+        assert!(e.contains("bogus"), "{e}");
+        let e = error_of(&MINI.replace("[host.a]", "[host.a]\nagent = { rp = { rpg_gd = 99 } }"));
+        assert!(e.starts_with("t.toml: host.a.agent"), "{e}");
+        let e = error_of(&MINI.replace("duration = \"1ms\"", "duration = \"soon\""));
+        assert!(e.starts_with("t.toml: line 3"), "{e}");
+    }
+}
