@@ -19,7 +19,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 /// Consecutive polls of one node at one instant after which it is pushed 1 ns forward.
-const SPIN_LIMIT: u32 = 64;
+pub const SPIN_LIMIT: u32 = 64;
 
 /// Index of a node, in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -870,6 +870,11 @@ impl Sim {
             }
             Kind::Sample => {
                 self.sample();
+                if self.trace.is_none() {
+                    // Keep the cores' bounded event logs from filling (and counting losses)
+                    // when nobody reads them.
+                    self.write_trace(false);
+                }
                 let next = self.now + self.opts.sample_interval;
                 self.push(next, Kind::Sample);
             }
