@@ -9,12 +9,13 @@
 //!
 //! Rates are raw wire throughputs (frames × (length + FCS + preamble, SFD and inter-frame gap)),
 //! as in the papers. With `REPRO_RESULTS=DIR` set, every run also writes a results directory
-//! (`DIR/<scenario>-<variant>-s<seed>/`: summary, CSV files, throughput and queue plots) with
-//! the analysis library's report writer.
+//! (`DIR/<scenario>-<variant>-s1/`, seed 1 only: summary, CSV files, throughput and queue
+//! plots) with the analysis library's report writer.
 #![allow(clippy::unwrap_used)]
 
 use cnm_proto::{Duration, Instant};
 use std::path::PathBuf;
+use testbed::analysis::maxmin::{max_min, MmFlow};
 use testbed::analysis::metrics::jain;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
 use testbed::report::{write_run, ReportOptions};
@@ -120,7 +121,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
             .collect()
     };
     let names: Vec<String> = built.flows.iter().map(|f| f.0.clone()).collect();
-    let report_dir = std::env::var_os("REPRO_RESULTS").map(PathBuf::from);
+    let report_dir = std::env::var_os("REPRO_RESULTS")
+        .filter(|_| seed == 1)
+        .map(PathBuf::from);
     let ms_total = duration.as_nanos() / 1_000_000;
     let warm_ms = warmup.as_nanos() / 1_000_000;
     let mut series: Vec<FlowSeries> = names
@@ -129,6 +132,8 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         .map(|(n, f)| FlowSeries::new(n, &[]).at_host(&f.2, None))
         .collect();
     let mut qseries = Vec::new();
+    // Input buffers of the bottleneck switch, per port (plots only).
+    let mut inseries: Vec<Vec<(f64, u64)>> = Vec::new();
     let mut prev = counters(&sim);
     let mut at_warm = prev.clone();
     let mut u0 = sim.link_stats(bn, Direction::AtoB);
@@ -154,6 +159,12 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
             prev = now;
             let b = sim.bridge(sw).unwrap();
             qseries.push((ms as f64 / 1000.0, b.output_queue_bytes(bn_port, 3)));
+            let nports = b.stats().ports.len();
+            inseries.resize(nports, Vec::new());
+            for (p, s) in inseries.iter_mut().enumerate() {
+                let port = cp_switch::PortId(p as u16);
+                s.push((ms as f64 / 1000.0, b.input_queue_bytes(port, 3)));
+            }
         }
         if ms == warm_ms {
             at_warm = counters(&sim);
@@ -191,9 +202,47 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         let mut meta = RunMeta::new(label, "sim", duration.as_secs_f64(), seed);
         meta.variant = Some(label.to_string());
         meta.steady_window = Some((warmup.as_secs_f64(), duration.as_secs_f64()));
+        let cp = t["switch"]
+            .as_table()
+            .unwrap()
+            .values()
+            .filter_map(|s| s.get("bridge")?.get("cp")?.as_table())
+            .find(|cp| cp.get("placement").and_then(|v| v.as_str()) != Some("off"));
+        meta.q_eq_bytes = cp
+            .and_then(|cp| {
+                cp.get("cp_queue_set_point")?
+                    .as_str()?
+                    .parse::<cnm_proto::Bytes>()
+                    .ok()
+            })
+            .map(cnm_proto::Bytes::get);
+        // FQCN weights by source MAC, for the weighted max-min shares.
+        let weights: Vec<(String, f64)> = cp
+            .and_then(|cp| cp.get("fqcn_weights")?.as_array())
+            .map(|ws| {
+                ws.iter()
+                    .filter_map(|w| {
+                        Some((
+                            w.get("mac")?.as_str()?.to_lowercase(),
+                            w.get("weight")?.as_integer()? as f64,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut rd = RunData::new(meta);
-        rd.add_link(LinkSpec::new(&bn_name, sim_link_rate(t, &bn_name)));
-        for f in series {
+        let links = links_of(t);
+        for (name, _, _, rate) in &links {
+            rd.add_link(LinkSpec::new(name, *rate));
+        }
+        for ((mut f, spec), mac) in series.into_iter().zip(&built.flows).zip(&macs) {
+            f.path = path_of(&links, &spec.2, &spec.3);
+            if let Some((_, w)) = weights.iter().find(|(m, _)| *m == mac.to_string()) {
+                f = f.weight(*w);
+            }
+            if let Some(r) = cbr_wire_rate(t, &f.name) {
+                f = f.demand(r);
+            }
             rd.add_flow(f);
         }
         let q = rd.queue_mut(Some("bottleneck"), &peer, 3, "output");
@@ -201,6 +250,20 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
             q.push(ts, b);
         }
         let qname = q.name.clone();
+        for (p, samples) in inseries.iter().enumerate() {
+            if samples.iter().all(|s| s.1 == 0) {
+                continue;
+            }
+            let b = sim.bridge(sw).unwrap();
+            let pname = b
+                .port_name(cp_switch::PortId(p as u16))
+                .unwrap()
+                .to_string();
+            let q = rd.queue_mut(Some("bottleneck"), &pname, 3, "input");
+            for &(ts, bytes) in samples {
+                q.push(ts, bytes);
+            }
+        }
         rd.add_bottleneck(Bottleneck::new(&bn_name, &bn_name, Some(&qname)));
         let d = dir.join(format!("{label}-s{seed}"));
         write_run(&d, &rd, &ReportOptions::default()).unwrap();
@@ -217,19 +280,103 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     }
 }
 
-/// Rate of the link called `name` in the scenario.
-fn sim_link_rate(t: &toml::Table, name: &str) -> cnm_proto::Rate {
-    for l in t["link"].as_array().unwrap() {
-        let l = l.as_table().unwrap();
-        let n = l.get("name").and_then(|v| v.as_str()).map_or_else(
-            || format!("{}-{}", l["a"].as_str().unwrap(), l["b"].as_str().unwrap()),
-            str::to_string,
-        );
-        if n == name {
-            return l["rate"].as_str().unwrap().parse().unwrap();
+/// Links of the scenario: (name, a, b, rate).
+fn links_of(t: &toml::Table) -> Vec<(String, String, String, cnm_proto::Rate)> {
+    t["link"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let l = l.as_table().unwrap();
+            let (a, b) = (l["a"].as_str().unwrap(), l["b"].as_str().unwrap());
+            let name = l
+                .get("name")
+                .and_then(|v| v.as_str())
+                .map_or_else(|| format!("{a}-{b}"), str::to_string);
+            let rate = l["rate"].as_str().unwrap().parse().unwrap();
+            (name, a.to_string(), b.to_string(), rate)
+        })
+        .collect()
+}
+
+/// Names of the links on the shortest path from `src` to `dst` (breadth-first), for the
+/// analysis library's max-min shares.
+fn path_of(
+    links: &[(String, String, String, cnm_proto::Rate)],
+    src: &str,
+    dst: &str,
+) -> Vec<String> {
+    let mut prev: std::collections::HashMap<String, (String, String)> = Default::default();
+    let mut queue = std::collections::VecDeque::from([src.to_string()]);
+    let mut seen = std::collections::HashSet::from([src.to_string()]);
+    while let Some(u) = queue.pop_front() {
+        for (name, a, b, _) in links {
+            let v = if *a == u {
+                b
+            } else if *b == u {
+                a
+            } else {
+                continue;
+            };
+            if seen.insert(v.clone()) {
+                prev.insert(v.clone(), (u.clone(), name.clone()));
+                queue.push_back(v.clone());
+            }
         }
     }
-    panic!("no link {name}");
+    let mut path = Vec::new();
+    let mut at = dst.to_string();
+    while let Some((p, link)) = prev.get(&at) {
+        path.push(link.clone());
+        at = p.clone();
+    }
+    path.reverse();
+    path
+}
+
+/// Offered wire rate of a `cbr:R` flow called `name` (R counts frame octets; the wire adds
+/// FCS, preamble, SFD and inter-frame gap), for the analysis library's demand caps.
+fn cbr_wire_rate(t: &toml::Table, name: &str) -> Option<cnm_proto::Rate> {
+    let f = t["flow"]
+        .as_array()?
+        .iter()
+        .find(|f| f.get("name").and_then(|v| v.as_str()) == Some(name))?;
+    let r: cnm_proto::Rate = f["pattern"].as_str()?.strip_prefix("cbr:")?.parse().ok()?;
+    let len = f
+        .get("frame_len")
+        .and_then(|v| v.as_integer())
+        .unwrap_or(1500) as usize;
+    Some(cnm_proto::Rate::from_bps(
+        r.bps() * wire_octets(len) / len as u64,
+    ))
+}
+
+/// Max-min fair share of every flow of the scenario (greedy demands, link capacities), by the
+/// analysis library's progressive filling.
+fn max_min_shares(t: &toml::Table) -> Vec<f64> {
+    let links = links_of(t);
+    let caps: Vec<f64> = links.iter().map(|l| l.3.bps() as f64).collect();
+    let flows: Vec<MmFlow> = t["flow"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let path = path_of(
+                &links,
+                f["src"].as_str().unwrap(),
+                f["dst"].as_str().unwrap(),
+            );
+            MmFlow {
+                links: path
+                    .iter()
+                    .map(|n| links.iter().position(|l| l.0 == *n).unwrap())
+                    .collect(),
+                weight: 1.0,
+                demand: None,
+            }
+        })
+        .collect();
+    max_min(&caps, &flows).unwrap()
 }
 
 fn gbps(x: f64) -> String {
@@ -264,17 +411,18 @@ fn show(label: &str, seed: u64, o: &Outcome) {
 // Claim 1: QCN/BS chain (Matsushima et al.), 20 seeds.
 // ---------------------------------------------------------------------------------------------
 
-/// Fair (max-min) share of every flow of the chain: each bottleneck link carries two flows.
-const CHAIN_SHARE: f64 = 5e9;
-
+/// Flow 1's rate over its max-min share (5 Gb/s: each bottleneck link carries two flows) in
+/// each seed.
 fn chain(rp_mode: &str, seeds: std::ops::RangeInclusive<u64>) -> Vec<f64> {
     let mut t = scenario("qcnbs_chain.toml");
     set_agent(&mut t, "rp_mode", s(rp_mode));
+    let share = max_min_shares(&t)[0];
+    assert!((share - 5e9).abs() < 1e3, "{share}");
     seeds
         .map(|seed| {
             let o = run(&t, seed, &format!("qcnbs_chain-{rp_mode}"));
             show(&format!("chain {rp_mode}"), seed, &o);
-            o.rate[0] / CHAIN_SHARE
+            o.rate[0] / share
         })
         .collect()
 }
@@ -448,11 +596,13 @@ fn claim3_occupancy_sampling_spares_the_victim() {
 #[test]
 fn claim4_explicit_rate_parking_lot_is_max_min() {
     let t = scenario("er_parking_lot.toml");
+    let shares = max_min_shares(&t);
+    assert!(shares.iter().all(|&x| (x - 2e9).abs() < 1e3), "{shares:?}");
     for seed in 1..=2 {
         let o = run(&t, seed, "er_parking_lot");
         show("explicit-rate parking lot", seed, &o);
-        for (n, r) in o.names.iter().zip(&o.rate) {
-            let err = r / 2e9 - 1.0;
+        for ((n, r), share) in o.names.iter().zip(&o.rate).zip(&shares) {
+            let err = r / share - 1.0;
             println!(
                 "claim 4 seed {seed}: {n} {} Gb/s ({:+.1} %)",
                 gbps(*r),
