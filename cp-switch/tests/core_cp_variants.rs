@@ -387,6 +387,13 @@ fn explicit_rate_converges_to_the_fair_share() {
     h.run_until(later);
     assert_eq!(h.bridge.output_queue_bytes(PortId(3), PCP), 0);
     assert_eq!(h.bridge.poll_timeout(), None);
+    // C follows the port's emulated rate, and the default T scales with it.
+    let now = h.now;
+    h.bridge
+        .set_port_rate(now, PortId(3), Some(Rate::from_mbps(50)));
+    let er = cp_of(&h.bridge.stats(), "p3").explicit_rate.unwrap();
+    assert_eq!(er.capacity, Rate::from_mbps(50));
+    assert_eq!(er.interval, Duration::from_millis(6));
 }
 
 /// Combinations that make no sense are refused, naming the field.

@@ -31,7 +31,7 @@
 //!   one pass over the flows on a sample instead of a per-unit culprit array.
 //!
 //! Both cost O(flows tracked) per *sample* (never per frame). The CNM is built from the stored
-//! header of the chosen flow's last frame and leaves through the port that flow arrives on.
+//! header of a recent frame of the chosen flow and leaves through the port that flow arrives on.
 
 use super::flows::FlowEntry;
 use cnm_proto::rng::Rng;

@@ -6,10 +6,12 @@
 //! occupancy sampling") needs the octets `q_n` each flow holds in the CP's queue; the
 //! explicit-rate CP (Jain, Jiang et al. 2006) needs the set of sources active in a measurement
 //! interval. All three then send a message to a flow that is not necessarily the source of the
-//! frame that just arrived, so the table also keeps **the header of the last frame of each
+//! frame that just arrived, so the table also keeps **the header of a recent frame of each
 //! flow**: the first [`HDR_LEN`] octets, enough for `build_cnm` (destination and source
 //! address, up to two VLAN tags, the EtherType and the 64 MSDU octets a CNM encapsulates) and
-//! for the rate-feedback message (the flow's source, VLAN and destination).
+//! for the rate-feedback message (the flow's source, VLAN and destination). The header is that
+//! of the flow's first frame since the last reset of the counts (the last sample, or the last
+//! measurement interval): copied once per flow and interval rather than per frame.
 //!
 //! # Flow
 //! A flow is (source MAC, VID, priority) — the granularity at which a reaction point limits
@@ -29,7 +31,7 @@
 use crate::PortId;
 use cnm_proto::wire::EthernetAddress;
 
-/// Octets of the last frame of each flow kept for building messages to it: 12 (addresses) +
+/// Octets of a recent frame of each flow kept for building messages to it: 12 (addresses) +
 /// 8 (two VLAN tags) + 2 (EtherType) + 64 (the most a CNM encapsulates, 802.1Q-2011 33.4)
 /// = 86, rounded up.
 pub const HDR_LEN: usize = 96;
@@ -108,7 +110,7 @@ pub struct FlowEntry {
 }
 
 impl FlowEntry {
-    /// The first octets of the flow's last frame.
+    /// The first octets of a recent frame of the flow (its first since the last reset).
     pub fn header(&self) -> &[u8] {
         &self.hdr[..usize::from(self.hdr_len)]
     }
@@ -248,15 +250,20 @@ impl FlowTable {
         self.live < self.capacity
     }
 
-    /// A frame of flow `i` arrived: counts its octets and keeps its first [`HDR_LEN`] octets.
+    /// A frame of flow `i` arrived: counts its octets and, for the first frame of the flow
+    /// since the last reset, keeps its first [`HDR_LEN`] octets and its ingress port (so the
+    /// header is copied once per flow per interval, not per frame; any frame of the flow
+    /// serves to address a message to its source).
     #[inline]
     pub fn arrived(&mut self, i: u16, frame: &[u8], ingress: PortId) {
         if let Some(e) = self.entries.get_mut(usize::from(i)) {
+            if e.bytes == 0 || e.hdr_len == 0 {
+                e.ingress = ingress;
+                let n = frame.len().min(HDR_LEN);
+                e.hdr[..n].copy_from_slice(&frame[..n]);
+                e.hdr_len = n as u8;
+            }
             e.bytes += frame.len() as u64;
-            e.ingress = ingress;
-            let n = frame.len().min(HDR_LEN);
-            e.hdr[..n].copy_from_slice(&frame[..n]);
-            e.hdr_len = n as u8;
         }
     }
 

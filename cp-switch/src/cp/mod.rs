@@ -44,7 +44,7 @@
 //!
 //! The variants that address flows other than the sampled frame's source keep a bounded flow
 //! table per CP ([`flows`]: source MAC + VID + priority, `max_flows` entries, the first 96
-//! octets of each flow's last frame to build its CNM or rate-feedback message from). The
+//! octets of a recent frame of each flow to build its CNM or rate-feedback message from). The
 //! message leaves through the port that flow's frames arrive on.
 //!
 //! # Cost

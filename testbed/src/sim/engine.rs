@@ -710,8 +710,10 @@ impl Sim {
         self.run_until(end);
     }
 
-    /// Runs until no frame is in flight and no node has work, or until `limit`; periodic
-    /// records stop mattering then. Returns true if the network went idle.
+    /// Runs until no frame is in flight and no node has a wake-up pending, or until `limit`;
+    /// returns true if the network went idle. Nodes with periodic timers (an agent whose
+    /// limiters are engaged runs its RP timer) never go idle: use [`Sim::run_until`] and
+    /// [`Sim::frames_in_flight`] for them.
     pub fn run_until_idle(&mut self, limit: Instant) -> bool {
         while let Some(Reverse(e)) = self.heap.peek() {
             if e.t > limit {
