@@ -250,6 +250,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
             q.push(ts, b);
         }
         let qname = q.name.clone();
+        rd.add_bottleneck(Bottleneck::new(&bn_name, &bn_name, Some(&qname)));
+        // Busy input buffers (the input-CP scenarios) are plotted too, as extra rows on the
+        // same link.
         for (p, samples) in inseries.iter().enumerate() {
             if samples.iter().all(|s| s.1 == 0) {
                 continue;
@@ -263,8 +266,13 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
             for &(ts, bytes) in samples {
                 q.push(ts, bytes);
             }
+            let iname = q.name.clone();
+            rd.add_bottleneck(Bottleneck::new(
+                &format!("input buffer from {pname}"),
+                &bn_name,
+                Some(&iname),
+            ));
         }
-        rd.add_bottleneck(Bottleneck::new(&bn_name, &bn_name, Some(&qname)));
         let d = dir.join(format!("{label}-s{seed}"));
         write_run(&d, &rd, &ReportOptions::default()).unwrap();
     }
