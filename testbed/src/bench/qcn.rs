@@ -467,29 +467,10 @@ fn latency(cfg: &Config) -> Result<Latency, BenchError> {
         .filter(|v| v["dst"] == tap.as_str())
         .collect();
     let a_events = read_events(&a_trace);
-    let mut used = vec![false; a_events.len()];
-    let mut lat = Vec::new();
-    let mut j0 = 0;
-    for e in &sw_events {
-        let (Some(t), Some(q)) = (e["at"].as_u64(), e["qntz_fb"].as_u64()) else {
-            continue;
-        };
-        // The first unused agent record at or after the CNM, within 100 ms, same QntzFb.
-        while j0 < a_events.len() && a_events[j0]["at"].as_u64().unwrap_or(0) < t {
-            j0 += 1;
-        }
-        for (j, a) in a_events.iter().enumerate().skip(j0) {
-            let at = a["at"].as_u64().unwrap_or(0);
-            if at > t + 100_000_000 {
-                break;
-            }
-            if !used[j] && a["qntz_fb"].as_u64() == Some(q) {
-                used[j] = true;
-                lat.push((at - t) as f64 / 1e3);
-                break;
-            }
-        }
-    }
+    let key = |v: &Value| Some((v["at"].as_u64()?, v["qntz_fb"].as_u64()?));
+    let sent: Vec<(u64, u64)> = sw_events.iter().filter_map(key).collect();
+    let applied: Vec<(u64, u64)> = a_events.iter().filter_map(key).collect();
+    let mut lat = pair_latencies(&sent, &applied);
     lat.sort_by(f64::total_cmp);
     Ok(Latency {
         cnms_sent: sw_events.len(),
@@ -501,6 +482,34 @@ fn latency(cfg: &Config) -> Result<Latency, BenchError> {
         max_us: lat.last().copied().unwrap_or(f64::NAN),
     })
 }
+
+/// Latencies in microseconds between CNMs sent `(at_ns, qntz_fb)` and CNMs applied
+/// `(at_ns, qntz_fb)`, both in time order: each sent CNM is paired with the first unused applied
+/// record at or after it, within [`PAIR_WINDOW_NS`], that carries the same QntzFb.
+pub fn pair_latencies(sent: &[(u64, u64)], applied: &[(u64, u64)]) -> Vec<f64> {
+    let mut used = vec![false; applied.len()];
+    let mut lat = Vec::new();
+    let mut first = 0;
+    for &(t, q) in sent {
+        while first < applied.len() && applied[first].0 < t {
+            first += 1;
+        }
+        for (j, &(at, qa)) in applied.iter().enumerate().skip(first) {
+            if at > t.saturating_add(PAIR_WINDOW_NS) {
+                break;
+            }
+            if !used[j] && qa == q {
+                used[j] = true;
+                lat.push((at - t) as f64 / 1e3);
+                break;
+            }
+        }
+    }
+    lat
+}
+
+/// Longest CNM latency considered a match (a larger gap means the CNM was lost).
+pub const PAIR_WINDOW_NS: u64 = 100_000_000;
 
 /// Part 2.
 fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
@@ -782,4 +791,28 @@ fn cnm_responder(ns: &Namespace, dsts: &[[u8; 6]], stop: &AtomicBool) -> Result<
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_in_order_by_qntz_fb() {
+        let sent = [(1_000, 10), (2_000, 20), (3_000, 10), (500_000_000, 5)];
+        // The CNM at 2 000 ns was lost (nothing applied with QntzFb 20) and the one at 0.5 s is
+        // never applied; the record with QntzFb 7 matches nothing.
+        let applied = [(1_040, 10), (3_100, 10), (3_200, 7)];
+        assert_eq!(pair_latencies(&sent, &applied), vec![0.04, 0.1]);
+        assert!(pair_latencies(&[], &applied).is_empty());
+        assert!(pair_latencies(&sent, &[]).is_empty());
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 51.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
 }
