@@ -127,6 +127,7 @@ mod tests {
         for (k, &o) in occ.iter().enumerate() {
             let id = FlowId {
                 src: EthernetAddress([2, 0, 0, 0, 0, k as u8 + 1]),
+                dst: EthernetAddress([2, 0, 0, 0, 0, 0xee]),
                 vid: 0,
                 priority: 3,
             };

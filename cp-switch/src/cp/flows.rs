@@ -47,11 +47,18 @@ pub const NO_FLOW: u16 = u16::MAX;
 
 const EMPTY: u16 = u16::MAX;
 
-/// The identity of a flow: source MAC, VID (0 = untagged) and priority.
+/// The identity of a flow: source and destination MAC, VID (0 = untagged) and priority.
+///
+/// The destination is part of the key because a reaction point keys its rate limiters by
+/// (destination, priority) (802.1Q-2011 clause 32.13; QCN-REFERENCE §3): a CNM built from a
+/// frame of one (source, destination) pair slows exactly that pair, so a host sending a culprit
+/// flow and a victim flow to different destinations is told about the culprit only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowId {
     /// Source MAC address.
     pub src: EthernetAddress,
+    /// Destination MAC address.
+    pub dst: EthernetAddress,
     /// VLAN id, 0 when untagged.
     pub vid: u16,
     /// Priority (the CP's CNPV).
@@ -63,6 +70,7 @@ impl FlowId {
     /// have an Ethernet header. Reads the outer VLAN tag (TPID 0x8100 or 0x88A8) if any.
     #[inline]
     pub fn of(frame: &[u8], priority: u8) -> Option<FlowId> {
+        let dst: [u8; 6] = frame.get(0..6)?.try_into().ok()?;
         let src: [u8; 6] = frame.get(6..12)?.try_into().ok()?;
         let tpid = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
         let vid = if tpid == 0x8100 || tpid == 0x88A8 {
@@ -75,6 +83,7 @@ impl FlowId {
         };
         Some(FlowId {
             src: EthernetAddress(src),
+            dst: EthernetAddress(dst),
             vid,
             priority: priority & 7,
         })

@@ -131,6 +131,7 @@ mod tests {
         for (k, &(b, w)) in bw.iter().enumerate() {
             let id = FlowId {
                 src: EthernetAddress([2, 0, 0, 0, 0, k as u8 + 1]),
+                dst: EthernetAddress([2, 0, 0, 0, 0, 0xee]),
                 vid: 0,
                 priority: 3,
             };

@@ -954,6 +954,7 @@ mod tests {
         assert!(c.validate().is_ok());
         let id = |m: u8, vid| FlowId {
             src: EthernetAddress([2, 0, 0, 0, 0, m]),
+            dst: EthernetAddress([2, 0, 0, 0, 0, 0xee]),
             vid,
             priority: 3,
         };
