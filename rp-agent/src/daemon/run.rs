@@ -176,6 +176,7 @@ pub struct RunArgs {
 /// Runs the daemon until `term` is set.
 pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (mut uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
+    quiet_uplink_arp(args.agent.uplink_name());
     let rt = |what: String| DaemonError::Runtime(what);
     let mut tap = TapPort::create(&args.tap).map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
     let tap_name = tap.name().to_string();
@@ -355,5 +356,21 @@ pub fn answer(agent: &Agent, cmd: Command, host_dropped: u64) -> Result<Value, S
             v["host_dropped"] = json!(host_dropped);
             Ok(v)
         }
+    }
+}
+
+/// The host stack now speaks through the TAP; the uplink only carries the agent's frames. With
+/// Linux's default `arp_ignore = 0` the kernel would also answer ARP requests arriving on the
+/// uplink for the TAP's addresses, with the uplink's MAC, and peers would then send to an
+/// address the agent does not deliver to the host. `arp_ignore = 8` (ip-sysctl.rst: "do not
+/// reply for all local addresses") stops that on the uplink only.
+fn quiet_uplink_arp(uplink: &str) {
+    let path = format!("/proc/sys/net/ipv4/conf/{uplink}/arp_ignore");
+    match std::fs::write(&path, "8") {
+        Ok(()) => {}
+        Err(e) => eprintln!(
+            "rp-agent: could not set {path} to 8 ({e}); set it by hand, or peers may resolve \
+             the TAP's address to the uplink's MAC"
+        ),
     }
 }
