@@ -248,7 +248,7 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
             meta.q_eq_bytes = Some(d.cp.cp_queue_set_point.get());
         }
     }
-    for ev in &sc.topo.event {
+    for ev in sc.topo.event.iter().filter(|e| e.at < sc.topo.duration) {
         meta.markers.push(Marker {
             t_s: k.at(ev.at),
             label: format!("{} → {}", ev.link, ev.rate),

@@ -45,6 +45,10 @@ use crate::scenario::Scenario;
 use crate::signals;
 use rp_agent::gen::Pattern;
 
+/// Environment variable set on every process a run starts, to the run's lab prefix (tests
+/// and `ps e` find a run's processes by it).
+pub const RUN_ENV: &str = "TESTBED_RUN";
+
 /// The daemons' binaries.
 #[derive(Debug, Clone)]
 pub struct Bins {
@@ -267,6 +271,7 @@ pub fn switch_config(
         .trace_interval
         .map(|d| crate::scenario::scale_dur(d, k.loop_mul))
         .unwrap_or(Duration::from_millis(1))
+        .min(Duration::from_millis(5))
         .max(Duration::from_millis(1));
     top.insert("trace_interval".into(), s(ti));
     top.insert("seed".into(), toml::Value::Integer(seed as i64 & i64::MAX));
@@ -418,14 +423,14 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         let cfg_path = dir.join(format!("cp-switch-{sw}.toml"));
         std::fs::write(&cfg_path, cfg)?;
         let log = logs.join(format!("cp-switch-{sw}.log"));
-        let child = ns[sw].spawn_logged(
-            &[
-                bins.cp_switch.as_os_str(),
-                "--config".as_ref(),
-                cfg_path.as_os_str(),
-            ],
-            &log,
-        )?;
+        let logf = std::fs::File::create(&log)?;
+        let mut c = ns[sw].command(&bins.cp_switch)?;
+        c.arg("--config")
+            .arg(&cfg_path)
+            .env(RUN_ENV, lab.prefix())
+            .stdout(Stdio::from(logf.try_clone()?))
+            .stderr(Stdio::from(logf));
+        let child = ns[sw].spawn_command(c)?;
         switches.push((sw.clone(), child, ctl_path, log));
     }
     progress.note("waiting for the switches");
@@ -511,7 +516,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             let end = &shape.links[li].a;
             let pcap = dir.join("bottleneck.pcap");
             let mut c = ns[&end.node].command("tshark")?;
-            c.args(["-q", "-i", &end.port, "-s", "256", "-w"])
+            c.env(RUN_ENV, lab.prefix())
+                .args(["-q", "-i", &end.port, "-s", "256", "-w"])
                 .arg(&pcap)
                 .stdout(Stdio::null())
                 .stderr(Stdio::from(std::fs::File::create(logs.join("tshark.log"))?));
@@ -609,7 +615,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     let out = dir.join(format!("gen-{name}.jsonl"));
                     let dst = macs.get(&f.dst).map(|m| m.to_string()).unwrap_or_default();
                     let mut c = ns[&f.src].command(&bins.rp_agent)?;
-                    c.args(["gen", "--uplink", "eth0", "--dst", &dst, "--pattern"])
+                    c.env(RUN_ENV, lab.prefix())
+                        .args(["gen", "--uplink", "eth0", "--dst", &dst, "--pattern"])
                         .arg(scaled_pattern(&pattern, k.rate_div))
                         .arg("--size")
                         .arg(f.frame_len.to_string())

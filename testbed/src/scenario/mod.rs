@@ -425,8 +425,9 @@ fn from_tree(mut tree: toml::Table, file: &str, stem: &str) -> Result<Scenario, 
         field: "(tree)".into(),
         msg: e.to_string(),
     })?;
+    // Lines of this generated text mean nothing to the user: keep only the field.
     let topo = Topology::parse(&text, file).map_err(|e| {
-        let mut e = topo_err(None, e, file);
+        let mut e = topo_err(Some(&text), e, file);
         e.line = None;
         e
     })?;
