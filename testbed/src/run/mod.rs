@@ -351,9 +351,11 @@ pub fn print_outcome(out: &RunOutcome) {
             println!("  {}", f.display());
         }
     }
-    let pcap = out.dir.join("bottleneck.pcap");
-    if pcap.exists() {
-        println!("  {}", pcap.display());
+    for name in ["bottleneck.pcap", "cnms.pcap"] {
+        let pcap = out.dir.join(name);
+        if pcap.exists() {
+            println!("  {}", pcap.display());
+        }
     }
 }
 

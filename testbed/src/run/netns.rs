@@ -508,28 +508,53 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         }
     }
 
-    // Capture of the bottleneck port (switch side).
+    // Captures (switch side): the bottleneck port, and the CNMs sent towards the first
+    // flow's source.
     let bn = sc.bottleneck().and_then(|b| shape.link_index(&b));
-    let mut _capture: Option<Child> = None;
+    let mut captures: Vec<Child> = Vec::new();
     if opts.capture {
+        let mut wanted: Vec<(super::shape::End, PathBuf, Option<&str>)> = Vec::new();
         if let Some(li) = bn {
-            let end = &shape.links[li].a;
-            let pcap = dir.join("bottleneck.pcap");
+            wanted.push((shape.links[li].a.clone(), dir.join("bottleneck.pcap"), None));
+        }
+        if let Some(f) = sc.topo.flow.first() {
+            if let Some(li) = shape.uplink(&f.src) {
+                let l = &shape.links[li];
+                let end = if l.a.node == f.src { &l.b } else { &l.a };
+                if shape.is_switch(&end.node) {
+                    // CNMs, VLAN-tagged or not (EtherType 0x22E7, 802.1Q-2011 clause 33.4).
+                    wanted.push((
+                        end.clone(),
+                        dir.join("cnms.pcap"),
+                        Some("ether[12:2] = 0x22e7 or ether[16:2] = 0x22e7"),
+                    ));
+                }
+            }
+        }
+        for (i, (end, pcap, filter)) in wanted.iter().enumerate() {
             let mut c = ns[&end.node].command("tshark")?;
             c.env(RUN_ENV, lab.prefix())
-                .args(["-q", "-i", &end.port, "-s", "256", "-w"])
-                .arg(&pcap)
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(std::fs::File::create(logs.join("tshark.log"))?));
-            let child = ns[&end.node].spawn_command(c)?;
-            let deadline = StdInstant::now() + StdDuration::from_secs(10);
-            while !pcap.exists() && StdInstant::now() < deadline && !signals::requested() {
-                std::thread::sleep(StdDuration::from_millis(50));
+                .args(["-q", "-i", &end.port, "-s", "256"]);
+            if let Some(f) = filter {
+                c.args(["-f", f]);
             }
-            // dumpcap starts capturing just after it creates the file.
-            std::thread::sleep(StdDuration::from_millis(300));
-            _capture = Some(child);
+            c.arg("-w")
+                .arg(pcap)
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(
+                    logs.join(format!("tshark-{i}.log")),
+                )?));
+            captures.push(ns[&end.node].spawn_command(c)?);
         }
+        let deadline = StdInstant::now() + StdDuration::from_secs(10);
+        while !wanted.iter().all(|w| w.1.exists())
+            && StdInstant::now() < deadline
+            && !signals::requested()
+        {
+            std::thread::sleep(StdDuration::from_millis(50));
+        }
+        // dumpcap starts capturing just after it creates the file.
+        std::thread::sleep(StdDuration::from_millis(300));
     }
     let settle = sc
         .meta
@@ -721,7 +746,9 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         *stop_s = t0.elapsed().as_secs_f64();
         let _ = child.stop(StdDuration::from_secs(3));
     }
-    drop(_capture.take());
+    for mut c in captures.drain(..) {
+        let _ = c.stop(StdDuration::from_secs(3));
+    }
     let mut final_stats = BTreeMap::new();
     for (sw, _, ctl_path, _) in &switches {
         if let Ok(v) = ctl(ctl_path, "stats") {
@@ -796,6 +823,7 @@ fn collect(
             .unwrap_or(0.0);
         let pattern: Option<Pattern> = f.pattern.parse().ok();
         let mut cnm_prev = 0u64;
+        let mut bp_prev = 0u64;
         let (mut want_sum, mut secs_sum) = (0.0, 0.0);
         let mut pacing = Vec::new();
         let Some(fs) = run.flow_mut(&name) else {
@@ -812,7 +840,14 @@ fn collect(
                     }
                     cnm_prev = cnm;
                     let bps = v["bps"].as_f64().unwrap_or(0.0);
+                    // A greedy generator is short when it left the agent's queue empty
+                    // (no backpressure in the interval) while sending below the limiter's
+                    // rate (or the line rate when no limiter is engaged).
+                    let bp = v["backpressure"].as_u64().unwrap_or(0);
+                    let pressed = bp > bp_prev;
+                    bp_prev = bp;
                     let want = match pattern {
+                        Some(Pattern::Greedy) | None if pressed => bps,
                         Some(Pattern::Greedy) | None => {
                             v["cr_bps"].as_f64().unwrap_or(line_rate).min(line_rate)
                         }

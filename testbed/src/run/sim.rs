@@ -39,6 +39,16 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                 file: dir.join("bottleneck.pcap"),
             });
         }
+        // The first flow's uplink carries the CNMs sent to its source.
+        let shape = super::shape::Shape::of(&sc.topo);
+        if let Some(li) = sc.topo.flow.first().and_then(|f| shape.uplink(&f.src)) {
+            if Some(&shape.links[li].name) != sc.bottleneck().as_ref() {
+                topo.output.pcap.push(PcapSpec {
+                    link: shape.links[li].name.clone(),
+                    file: dir.join("cnms.pcap"),
+                });
+            }
+        }
     }
     let (mut run, _shape) = skeleton(sc, Mode::Sim, Scaling::ONE, topo.seed);
     let (mut sim, built) = topo.build()?;
