@@ -238,7 +238,7 @@ pub fn switch_config(
         )),
     );
     bridge.insert("lossless".into(), toml::Value::Table(lossless));
-    let static_fdb = sc.topo.switch.get(sw).is_none_or(|x| x.static_fdb);
+    let static_fdb = sc.topo.switch.get(sw).map_or(true, |x| x.static_fdb);
     if static_fdb {
         let macs = sc.topo.host_macs();
         let mut fdb = bridge
