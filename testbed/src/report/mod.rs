@@ -157,7 +157,11 @@ pub fn summary_markdown(s: &Summary) -> String {
         let _ = writeln!(o, "| event | convergence to ±10 % of the fair shares |");
         let _ = writeln!(o, "|---|---:|");
         for (c, e) in s.convergence_s.iter().zip(&s.convergence_events) {
-            let _ = writeln!(o, "| {e} | {} |", opt(*c, |c| format!("{c:.3} s")));
+            let _ = writeln!(
+                o,
+                "| {e} | {} |",
+                c.map_or_else(|| "not converged".to_string(), |c| format!("{c:.3} s"))
+            );
         }
         o.push('\n');
     }

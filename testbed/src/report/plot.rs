@@ -58,30 +58,43 @@ pub const FONT_CANDIDATES: &[&str] = &[
 
 static FONT: OnceLock<Result<PathBuf, PlotError>> = OnceLock::new();
 
+/// Reads the first readable TrueType font among `candidates`: its path and bytes.
+pub fn find_font(candidates: &[PathBuf]) -> Result<(PathBuf, Vec<u8>), PlotError> {
+    for p in candidates {
+        if let Ok(bytes) = std::fs::read(p) {
+            if ab_glyph_ok(&bytes) {
+                return Ok((p.clone(), bytes));
+            }
+        }
+    }
+    Err(PlotError::NoFont(candidates.to_vec()))
+}
+
+/// Whether `bytes` start like a TrueType/OpenType font (sfnt version 1.0, `true` or `OTTO`).
+fn ab_glyph_ok(bytes: &[u8]) -> bool {
+    matches!(
+        bytes.get(..4),
+        Some([0, 1, 0, 0]) | Some(b"true") | Some(b"OTTO")
+    )
+}
+
 /// Loads and registers the plot font once per process (`extra` is tried first). Later calls
 /// return the first outcome.
 pub fn ensure_font(extra: Option<&Path>) -> Result<PathBuf, PlotError> {
     FONT.get_or_init(|| {
-        let mut tried = Vec::new();
-        let candidates = extra
+        let candidates: Vec<PathBuf> = extra
             .map(Path::to_path_buf)
             .into_iter()
-            .chain(FONT_CANDIDATES.iter().map(PathBuf::from));
-        for p in candidates {
-            if let Ok(bytes) = std::fs::read(&p) {
-                // The font registry keeps `&'static` data for the life of the process; one font
-                // file is leaked once (OnceLock).
-                let data: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                let ok =
-                    plotters::style::register_font("sans-serif", FontStyle::Normal, data).is_ok();
-                if ok {
-                    let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, data);
-                    return Ok(p);
-                }
-            }
-            tried.push(p);
-        }
-        Err(PlotError::NoFont(tried))
+            .chain(FONT_CANDIDATES.iter().map(PathBuf::from))
+            .collect();
+        let (path, bytes) = find_font(&candidates)?;
+        // The font registry keeps `&'static` data for the life of the process; one font file
+        // is leaked once (OnceLock).
+        let data: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, data)
+            .map_err(|_| PlotError::NoFont(vec![path.clone()]))?;
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Bold, data);
+        Ok(path)
     })
     .clone()
 }
@@ -575,4 +588,47 @@ pub fn plot_run(dir: &Path, run: &RunData, analysis: &Analysis) -> Result<Vec<Pa
         size,
     )?);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_font_is_a_clear_error() {
+        let e = find_font(&[PathBuf::from("/nonexistent/font.ttf")]).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("fonts-dejavu-core") && msg.contains("/nonexistent/font.ttf"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn non_font_file_is_skipped() {
+        let p = std::env::temp_dir().join(format!("not-a-font-{}.ttf", std::process::id()));
+        std::fs::write(&p, b"hello").unwrap();
+        assert!(matches!(
+            find_font(std::slice::from_ref(&p)),
+            Err(PlotError::NoFont(_))
+        ));
+        let _ = std::fs::remove_file(&p);
+    }
+
+    #[test]
+    fn tick_decimals_follow_the_span() {
+        assert_eq!(tick(0.05, 0.1), "0.05");
+        assert_eq!(tick(2.0, 6.0), "2.0");
+        assert_eq!(tick(4000.0, 4200.0), "4000");
+    }
+
+    #[test]
+    fn decimate_keeps_extremes() {
+        let pts: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (i as f64, if i == 5000 { 99.0 } else { 1.0 }))
+            .collect();
+        let d = decimate(&pts, 100);
+        assert!(d.len() <= 102);
+        assert!(d.iter().any(|p| p.1 == 99.0));
+    }
 }
