@@ -11,6 +11,8 @@ have ethtool || need_apt+=(ethtool)
 have iperf3 || need_apt+=(iperf3)
 have tshark || need_apt+=(tshark)
 have ping || need_apt+=(iputils-ping)
+# The testbed's plots render their text with DejaVu Sans.
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

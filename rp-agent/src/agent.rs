@@ -7,6 +7,7 @@
 //!                                                              │  limiter at CR, PAUSE/PFC,
 //!                                                              ▼  line pacer ─► poll_uplink
 //! handle_uplink ─► CNM ─► flow's reaction point (rate)          (802.1Q tag + CN-TAG)
+//!               ─► rate feedback (0x88B5) ─► flow's explicit-rate source
 //!               ─► PAUSE/PFC ─► pause state
 //!               ─► other ─► strip tags ─► host queue ─► poll_host
 //! ```
@@ -19,12 +20,13 @@ use crate::config::{AgentConfig, ConfigError, MAX_FRAME};
 use crate::limiter::Pacer;
 use crate::pause::PauseState;
 use crate::pool::BufPool;
-use crate::rp::{Rp, RpState};
-use crate::stats::{AgentStats, CnmIgnored, Event, FlowView};
+use crate::rp::{CnmOutcome, ErOutcome, Rp, RpState};
+use crate::stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};
 use crate::tagger::{strip_for_host, tag_for_uplink};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
-    self, cnm, walk, EtherType, EthernetAddress, FlowKey, MacControl, MacControlRepr,
+    self, cnm, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl, MacControlRepr,
+    RateFeedback, RateFeedbackRepr,
 };
 use cnm_proto::{Instant, Rate};
 use std::collections::{HashMap, VecDeque};
@@ -58,6 +60,7 @@ struct Flow {
     in_ring: bool,
     last_active: Instant,
     cnm_rx: u64,
+    fb_rx: u64,
     tx_frames: u64,
     tx_bytes: u64,
     backpressure: u64,
@@ -209,15 +212,17 @@ impl Agent {
                     Err(_) => self.stats.uplink_malformed += 1,
                 }
             }
-            EtherType::RateFeedback => self.stats.rate_feedback_rx += 1,
+            EtherType::RateFeedback => self.handle_rate_feedback(now, frame, &info),
             // Like a NIC without promiscuous mode: unicast frames for other stations stay out.
             _ if info.dst.is_unicast() && self.cfg.mac.is_some_and(|m| m != info.dst) => {
                 self.stats.uplink_not_for_host += 1;
             }
             _ => {
-                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get()
-                    || frame.len() > MAX_FRAME
-                {
+                if frame.len() > MAX_FRAME {
+                    self.stats.uplink_malformed += 1;
+                    return;
+                }
+                if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get() {
                     self.stats.host_queue_full += 1;
                     return;
                 }
@@ -256,7 +261,7 @@ impl Agent {
                     }
                     continue;
                 };
-                let rpid = f.rp.as_ref().map(|_| f.rpid);
+                let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 if tag_for_uplink(head, f.key.priority, self.cfg.vid, rpid, &mut self.txbuf)
                     .is_err()
                 {
@@ -359,7 +364,19 @@ impl Agent {
                 cr_bps: f.rp.as_ref().map_or(line, |r| r.rate().bps()),
                 tr_bps: f.rp.as_ref().map_or(line, |r| r.target().bps()),
                 state: f.rp.as_ref().map_or(RpState::Released, |r| r.state()),
+                cps: f.rp.as_ref().map_or_else(Vec::new, |r| {
+                    r.cps()
+                        .into_iter()
+                        .map(|c| CpView {
+                            cpid: c.cpid,
+                            cr_bps: c.cr.bps(),
+                            tr_bps: c.tr.bps(),
+                        })
+                        .collect()
+                }),
+                er_cpid: f.rp.as_ref().and_then(|r| r.er_cpid()),
                 cnm_rx: f.cnm_rx,
+                rate_feedback_rx: f.fb_rx,
                 tx_frames: f.tx_frames,
                 tx_bytes: f.tx_bytes,
                 queued_bytes: f.qbytes,
@@ -447,6 +464,7 @@ impl Agent {
             in_ring: false,
             last_active: now,
             cnm_rx: 0,
+            fb_rx: 0,
             tx_frames: 0,
             tx_bytes: 0,
             backpressure: 0,
@@ -463,6 +481,9 @@ impl Agent {
             if rp.next_timer() <= now {
                 let before = rp.rate();
                 rp.on_timer(now, &mut self.rng);
+                if matches!(rp, Rp::Er(e) if e.expired()) {
+                    self.stats.er_timeouts += 1;
+                }
                 if rp.rate() != before || rp.released() {
                     self.after_increase(now, idx);
                 }
@@ -508,6 +529,7 @@ impl Agent {
             CnmIgnored::BadVersion => self.stats.cnm_bad_version += 1,
             CnmIgnored::Malformed => self.stats.cnm_malformed += 1,
             CnmIgnored::Unmatched => self.stats.cnm_unmatched += 1,
+            CnmIgnored::Mode => self.stats.cnm_mode_ignored += 1,
         }
         self.push_event(Event::CnmIgnored { at: now, reason });
     }
@@ -527,6 +549,9 @@ impl Agent {
         }
         if repr.qntz_fb == 0 {
             return self.ignore_cnm(now, CnmIgnored::Malformed);
+        }
+        if self.cfg.rp_mode.explicit_rate() {
+            return self.ignore_cnm(now, CnmIgnored::Mode);
         }
         let (dst, prio) = (repr.encap_dst, repr.encap_priority);
         // RPID: the CNM's own copied CN-TAG, or the one at the start of the encapsulated MSDU.
@@ -585,8 +610,11 @@ impl Agent {
                     f.rp.insert(Rp::new(&self.cfg, now, &mut self.rng))
                 }
             };
-            rp.on_cnm(now, repr.qntz_fb, repr.cpid, &mut self.rng);
-            let (cr, tr) = (rp.rate(), rp.target());
+            if let CnmOutcome::Displaced(_) = rp.on_cnm(now, repr.qntz_fb, repr.cpid, &mut self.rng)
+            {
+                self.stats.bs_cp_overflow += 1;
+            }
+            let (cr, tr, released) = (rp.rate(), rp.target(), rp.released());
             f.pacer.set_rate(cr);
             f.cnm_rx += 1;
             let ev = Event::Cnm {
@@ -599,6 +627,95 @@ impl Agent {
                 tr_bps: tr.bps(),
             };
             self.push_event(ev);
+            if released {
+                // Only when the decrease cannot go below the line rate (`rpg_min_rate` equal
+                // to it), which empties a QCN/BS table at once: release now rather than wait
+                // for a timer such a table no longer has.
+                self.after_increase(now, idx);
+            }
+        }
+    }
+}
+
+impl Agent {
+    /// An explicit-rate feedback message (EtherType 0x88B5, `cnm_proto::wire::rate_feedback`)
+    /// from the network: checked like a CNM (addressed to us, version 0), matched to the flows
+    /// with its encapsulated DA and priority (it carries neither RPID nor MSDU, so in
+    /// `five-tuple` mode every flow to that destination and priority follows it), and fed to
+    /// their explicit-rate sources. Other modes count and drop it.
+    fn handle_rate_feedback(&mut self, now: Instant, frame: &[u8], info: &L2Info) {
+        self.stats.rate_feedback_rx += 1;
+        let pdu = frame.get(info.payload_offset..).unwrap_or(&[]);
+        let Ok(repr) = RateFeedback::new_checked(pdu).and_then(|m| RateFeedbackRepr::parse(&m))
+        else {
+            self.stats.rate_feedback_malformed += 1;
+            return;
+        };
+        if self.cfg.mac.is_some_and(|m| m != info.dst) {
+            self.stats.rate_feedback_not_for_us += 1;
+            return;
+        }
+        if repr.version != 0 {
+            self.stats.rate_feedback_bad_version += 1;
+            return;
+        }
+        if !self.cfg.rp_mode.explicit_rate() {
+            self.stats.rate_feedback_mode_ignored += 1;
+            return;
+        }
+        self.matches.clear();
+        for (i, f) in self.flows.iter().enumerate() {
+            if let Some(f) = f {
+                if f.key.dst == repr.encap_dst && f.key.priority == repr.encap_priority {
+                    self.matches.push(i);
+                }
+            }
+        }
+        if self.matches.is_empty() {
+            self.stats.rate_feedback_unmatched += 1;
+            return;
+        }
+        self.stats.rate_feedback_matched += 1;
+        for k in 0..self.matches.len() {
+            let idx = self.matches[k];
+            let Some(f) = self.flows[idx].as_mut() else {
+                continue;
+            };
+            f.fb_rx += 1;
+            let created = f.rp.is_none();
+            let rp =
+                f.rp.get_or_insert_with(|| Rp::new(&self.cfg, now, &mut self.rng));
+            let before = (rp.rate(), rp.er_cpid());
+            if rp.on_rate_feedback(now, repr.rate, repr.cpid) == ErOutcome::Ignored {
+                self.stats.rate_feedback_overridden += 1;
+            }
+            let (cr, released) = (rp.rate(), rp.released());
+            let changed = created || (cr, rp.er_cpid()) != before;
+            if released {
+                if created {
+                    // Feedback at or above the line rate for an unlimited flow: stays unlimited.
+                    f.rp = None;
+                } else {
+                    self.after_increase(now, idx);
+                }
+                continue;
+            }
+            if created {
+                self.stats.limiters_created += 1;
+                f.pacer.wake(now);
+            }
+            f.pacer.set_rate(cr);
+            if changed {
+                let ev = Event::RateFeedback {
+                    at: now,
+                    flow: idx as u32,
+                    rpid: f.rpid,
+                    cpid: repr.cpid,
+                    rate_bps: repr.rate.bps(),
+                    cr_bps: cr.bps(),
+                };
+                self.push_event(ev);
+            }
         }
     }
 }
@@ -704,6 +821,11 @@ mod tests {
         a.handle_host(t, &f).unwrap();
         let up2 = send_all(&mut a, t + Duration::from_millis(1));
         assert_eq!(walk(&up2[0]).unwrap().rpid, Some(1));
+        a.cfg.cn_tag = false;
+        a.handle_host(t, &f).unwrap();
+        let plain = send_all(&mut a, t + Duration::from_millis(2));
+        assert_eq!(walk(&plain[0]).unwrap().rpid, None);
+        a.cfg.cn_tag = true;
         // A second CNM, now carrying the RPID.
         a.handle_uplink(t, &cnm_about(&up2[0], 32));
         assert_eq!(a.flow_rate(1), Some(Rate::from_bps(562_500_000)));
@@ -954,6 +1076,7 @@ mod tests {
             let mut a = Agent::new(c, Rng::new(1)).unwrap();
             let e = pacing_error(&mut a, len, rate, 1, &mut rng);
             assert!(e <= 0.02, "line {rate}: error {e}");
+            println!("pacing {rate}: line-rate error {:.3} %", e * 100.0);
             // Limited flow at CR on a 10 Gb/s line: a CNM (QntzFb 32) sets CR = 0.75 × the
             // ceiling; byte counter and timer so long that CR stays put.
             let max = Rate::from_bps(rate.bps() * 4 / 3);

@@ -6,6 +6,25 @@
 //! (`include/uapi/linux/dcbnl.h`), which mirror the IEEE8021-CN-MIB RP objects of
 //! 802.1Q-2011 clause 32.13 (`rpg_*`). Defaults are the standard's, as listed in the project's QCN
 //! reference (§3), except `rpg_max_rate`, which defaults to the configured line rate.
+//!
+//! ```toml
+//! line_rate = "100mbit"
+//! priority = 3                 # PCP of the tag on every frame sent up
+//! vid = 0                      # 0 = priority-tagged
+//! flow_key = "dst-priority"    # or "five-tuple"
+//! queue_limit = "256KB"        # per flow; a full queue stops reading the host
+//! rp_mode = "qcn"
+//!
+//! [rp]
+//! rpg_byte_reset = "150KB"
+//! rpg_time_reset = "15ms"
+//! rpg_threshold = 5
+//! rpg_ai_rate = "5mbit"
+//! rpg_hai_rate = "50mbit"
+//! rpg_gd = 7                   # Gd = 1/128
+//! rpg_min_dec_fac = 50         # percent
+//! rpg_min_rate = "5mbit"
+//! ```
 
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Rate};
@@ -20,6 +39,9 @@ pub const MAX_FLOWS_LIMIT: usize = 4096;
 /// Largest frame the agent queues (octets, without FCS): a 9000-octet jumbo payload plus
 /// headers. Longer frames are refused with [`crate::HostError::TooLong`].
 pub const MAX_FRAME: usize = 9216;
+/// Largest `rpg_bs_max_cps`: QCN/BS entries of one flow (a path through more congestion points
+/// than this is not a data centre path).
+pub const MAX_BS_CPS: usize = 64;
 
 /// What identifies a flow (the unit that gets its own limiter and RPID).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
@@ -34,13 +56,90 @@ pub enum FlowKeyMode {
     FiveTuple,
 }
 
-/// Which reaction-point algorithm drives the limiters ([`crate::rp`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, Default)]
-#[serde(rename_all = "kebab-case")]
+/// Which reaction-point algorithm drives the limiters ([`crate::rp`]). Serde and
+/// [`FromStr`] names: `qcn`, `adaptive-bc`, `qcn-bs`, `adaptive-bc+qcn-bs`, `explicit-rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize, Default)]
 pub enum RpMode {
     /// Standard QCN (802.1Q-2011 clause 32.13-32.14), [`crate::rp::qcn`].
     #[default]
+    #[serde(rename = "qcn")]
     Qcn,
+    /// Standard QCN with the adaptive byte counter BC_LIMIT = K·CR (Hayashi, Itsumi and
+    /// Yamamoto, DCPerf 2011), [`crate::rp::adaptive_bc`].
+    #[serde(rename = "adaptive-bc")]
+    AdaptiveBc,
+    /// QCN with Bottleneck Selection: one QCN limiter per congestion point, the flow sent at
+    /// their minimum (Matsushima, Tanisawa and Yamamoto, Algorithm 1), [`crate::rp::bs`].
+    #[serde(rename = "qcn-bs")]
+    QcnBs,
+    /// QCN/BS with the adaptive BC_LIMIT in every entry: Algorithm 1 as published.
+    #[serde(rename = "adaptive-bc+qcn-bs")]
+    AdaptiveBcQcnBs,
+    /// Explicit-rate source (Jain, Jiang et al., IEEE 802.1 2006): the flow is sent at the rate
+    /// advertised in rate-feedback messages, CNMs are ignored, [`crate::rp::explicit_rate`].
+    #[serde(rename = "explicit-rate")]
+    ExplicitRate,
+}
+
+impl RpMode {
+    /// Every mode, in the order of the documentation.
+    pub const ALL: [RpMode; 5] = [
+        RpMode::Qcn,
+        RpMode::AdaptiveBc,
+        RpMode::QcnBs,
+        RpMode::AdaptiveBcQcnBs,
+        RpMode::ExplicitRate,
+    ];
+
+    /// The mode's name, as in TOML and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RpMode::Qcn => "qcn",
+            RpMode::AdaptiveBc => "adaptive-bc",
+            RpMode::QcnBs => "qcn-bs",
+            RpMode::AdaptiveBcQcnBs => "adaptive-bc+qcn-bs",
+            RpMode::ExplicitRate => "explicit-rate",
+        }
+    }
+
+    /// True when the byte counter's limit is BC_LIMIT = K·CR rather than `rpg_byte_reset`.
+    pub const fn adaptive_bc(self) -> bool {
+        matches!(self, RpMode::AdaptiveBc | RpMode::AdaptiveBcQcnBs)
+    }
+
+    /// True when the reaction point keeps one limiter per CPID (QCN/BS).
+    pub const fn per_cp(self) -> bool {
+        matches!(self, RpMode::QcnBs | RpMode::AdaptiveBcQcnBs)
+    }
+
+    /// True when the flows follow explicit-rate feedback instead of CNMs.
+    pub const fn explicit_rate(self) -> bool {
+        matches!(self, RpMode::ExplicitRate)
+    }
+}
+
+impl std::fmt::Display for RpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown reaction-point mode name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown rp mode {0:?}: expected qcn, adaptive-bc, qcn-bs, adaptive-bc+qcn-bs or explicit-rate"
+)]
+pub struct RpModeError(pub String);
+
+impl FromStr for RpMode {
+    type Err = RpModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RpMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| RpModeError(s.to_string()))
+    }
 }
 
 /// Reaction-point parameters under the dcbnl `ieee_qcn` names (one set for every flow).
@@ -78,6 +177,19 @@ pub struct RpParams {
     /// is multiplied by U(1 − j, 1 + j) (802.1Q 32.13: "randomized by ±15 %"). Default 0.15;
     /// 0 makes the firings deterministic (tests).
     pub rp_jitter: f64,
+    /// K of the adaptive byte counter, BC_LIMIT = K·CR (Hayashi et al. 2011, "BC_LIMIT =
+    /// CR * 24e-5"; QCN/BS paper eq. 5, K = 2.4·10⁻⁴ s): the time the flow takes to send one
+    /// BC_LIMIT at its current rate. Used by the `adaptive-bc` modes only. Default 240 µs
+    /// (150 KB at 5 Gb/s). A time: under the project's time scaling it is multiplied by S.
+    pub rpg_adaptive_k: Duration,
+    /// Most QCN/BS entries (one per CPID) one flow keeps; a CNM from a further congestion point
+    /// replaces the entry with the highest CR, and is counted (`bs_cp_overflow`). Used by the
+    /// `qcn-bs` modes only. Default 8.
+    pub rpg_bs_max_cps: usize,
+    /// Explicit-rate mode: a limiter that hears no applicable rate feedback for this long is
+    /// released (the flow returns to line rate and forgets its congestion point). Default 1 s;
+    /// must be positive.
+    pub rp_er_timeout: Duration,
 }
 
 impl Default for RpParams {
@@ -93,6 +205,9 @@ impl Default for RpParams {
             rpg_min_rate: Rate::from_mbps(5),
             rpg_max_rate: None,
             rp_jitter: 0.15,
+            rpg_adaptive_k: Duration::from_micros(240),
+            rpg_bs_max_cps: 8,
+            rp_er_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -121,6 +236,11 @@ pub struct AgentConfig {
     /// Bytes of frames waiting for the host (network → host). Frames beyond it are counted
     /// drops (`host_queue_full`). Default 1 MB.
     pub host_queue_limit: Bytes,
+    /// Put a CN-TAG with the flow's RPID on frames of rate-limited flows (802.1Q clause 33.3).
+    /// Default true. A CN-TAG must not leave the congestion-notification domain; turn this off
+    /// when the receivers are not CN-aware and no edge port strips the tag (CNMs are then
+    /// matched by destination and priority alone).
+    pub cn_tag: bool,
     /// Most flows tracked at once. Default 256; at most 4096.
     pub max_flows: usize,
     /// A released flow with an empty queue is forgotten after this idle time, freeing its slot.
@@ -133,7 +253,8 @@ pub struct AgentConfig {
     /// and preamble, SFD and inter-packet gap (20) (802.3 clauses 3.1.1, 4.2.3.3, 4.4.2).
     /// Default true, matching the switch's line emulation.
     pub wire_overhead: bool,
-    /// Reaction-point algorithm. Default `qcn`.
+    /// Reaction-point algorithm: `qcn` (default), `adaptive-bc`, `qcn-bs`,
+    /// `adaptive-bc+qcn-bs` or `explicit-rate` ([`RpMode`]).
     pub rp_mode: RpMode,
     /// Reaction-point parameters.
     pub rp: RpParams,
@@ -152,6 +273,7 @@ impl Default for AgentConfig {
             mac: None,
             queue_limit: Bytes::new(256_000),
             host_queue_limit: Bytes::new(1_000_000),
+            cn_tag: true,
             max_flows: 256,
             flow_idle_timeout: Duration::from_secs(10),
             catch_up: Duration::from_micros(200),
@@ -264,6 +386,21 @@ impl AgentConfig {
         if !(0.0..1.0).contains(&rp.rp_jitter) {
             return Err(ConfigError::new("rp.rp_jitter", "must be in [0, 1)"));
         }
+        if rp.rpg_adaptive_k == Duration::ZERO || rp.rpg_adaptive_k > Duration::from_secs(10) {
+            return Err(ConfigError::new(
+                "rp.rpg_adaptive_k",
+                "must be positive and at most 10 s",
+            ));
+        }
+        if rp.rpg_bs_max_cps == 0 || rp.rpg_bs_max_cps > MAX_BS_CPS {
+            return Err(ConfigError::new(
+                "rp.rpg_bs_max_cps",
+                format!("must be in 1..={MAX_BS_CPS}"),
+            ));
+        }
+        if rp.rp_er_timeout == Duration::ZERO {
+            return Err(ConfigError::new("rp.rp_er_timeout", "must be positive"));
+        }
         Ok(())
     }
 }
@@ -281,6 +418,22 @@ mod tests {
     #[test]
     fn defaults_validate() {
         AgentConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn module_example_parses() {
+        let doc = include_str!("config.rs");
+        let start = doc.find("//! ```toml").unwrap();
+        let end = start + doc[start..].find("//! ```\n").unwrap();
+        let text: String = doc[start..end]
+            .lines()
+            .skip(1)
+            .map(|l| l.trim_start_matches("//!").trim_start())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c: AgentConfig = toml::from_str(&text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rp.rpg_byte_reset, Bytes::new(150_000));
     }
 
     #[test]
@@ -318,5 +471,77 @@ mod tests {
         };
         assert_eq!(bad.validate().unwrap_err().field, "priority");
         assert!(toml::from_str::<AgentConfig>("nonsense = 1").is_err());
+    }
+
+    #[test]
+    fn rp_modes_by_name() {
+        for m in RpMode::ALL {
+            let c: AgentConfig = toml::from_str(&format!("rp_mode = \"{m}\"")).unwrap();
+            assert_eq!(c.rp_mode, m);
+            assert_eq!(m.name().parse::<RpMode>().unwrap(), m);
+        }
+        assert_eq!(
+            "adaptive-bc+qcn-bs".parse::<RpMode>().unwrap(),
+            RpMode::AdaptiveBcQcnBs
+        );
+        assert!(RpMode::AdaptiveBcQcnBs.adaptive_bc() && RpMode::AdaptiveBcQcnBs.per_cp());
+        assert!(RpMode::AdaptiveBc.adaptive_bc() && !RpMode::AdaptiveBc.per_cp());
+        assert!(RpMode::QcnBs.per_cp() && !RpMode::QcnBs.adaptive_bc());
+        assert!(RpMode::ExplicitRate.explicit_rate() && !RpMode::Qcn.explicit_rate());
+        let e = "fqcn".parse::<RpMode>().unwrap_err();
+        assert!(e.to_string().contains("adaptive-bc+qcn-bs"), "{e}");
+        assert!(toml::from_str::<AgentConfig>("rp_mode = \"adaptive-bc-qcn-bs\"").is_err());
+        let c: AgentConfig = toml::from_str(
+            r#"
+            rp_mode = "adaptive-bc+qcn-bs"
+            [rp]
+            rpg_adaptive_k = "2400us"
+            rpg_bs_max_cps = 4
+            rp_er_timeout = "50ms"
+            "#,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rp.rpg_adaptive_k, Duration::from_micros(2400));
+        assert_eq!(c.rp.rpg_bs_max_cps, 4);
+        assert_eq!(c.rp.rp_er_timeout, Duration::from_millis(50));
+        let d = RpParams::default();
+        assert_eq!(d.rpg_adaptive_k, Duration::from_micros(240));
+        for (rp, field) in [
+            (
+                RpParams {
+                    rpg_adaptive_k: Duration::ZERO,
+                    ..d
+                },
+                "rp.rpg_adaptive_k",
+            ),
+            (
+                RpParams {
+                    rpg_bs_max_cps: 0,
+                    ..d
+                },
+                "rp.rpg_bs_max_cps",
+            ),
+            (
+                RpParams {
+                    rpg_bs_max_cps: MAX_BS_CPS + 1,
+                    ..d
+                },
+                "rp.rpg_bs_max_cps",
+            ),
+            (
+                RpParams {
+                    rp_er_timeout: Duration::ZERO,
+                    ..d
+                },
+                "rp.rp_er_timeout",
+            ),
+        ] {
+            let c = AgentConfig {
+                rp,
+                ..AgentConfig::default()
+            };
+            assert_eq!(c.validate().unwrap_err().field, field);
+        }
     }
 }

@@ -5,7 +5,9 @@
 //! modes.
 //!
 //! * [`config`] — [`AgentConfig`], RP parameters under the dcbnl `ieee_qcn` names.
-//! * [`rp`] — reaction points: [`rp::qcn`] (802.1Q-2011 clauses 32.13-32.14).
+//! * [`rp`] — reaction points: [`rp::qcn`] (802.1Q-2011 clauses 32.13-32.14),
+//!   [`rp::adaptive_bc`] (BC_LIMIT = K·CR), [`rp::bs`] (QCN/BS: a limiter per congestion
+//!   point), [`rp::explicit_rate`] (explicit-rate source); selected by [`RpMode`].
 //! * [`classify`] — flow keys; [`limiter`] — byte-accurate pacers; [`tagger`] — 802.1Q tag and
 //!   CN-TAG; [`pause`] — received PAUSE/PFC; [`stats`] — counters, views, events.
 //! * [`gen`] — traffic models and the sink.
@@ -23,6 +25,6 @@ pub mod stats;
 pub mod tagger;
 
 pub use agent::{Agent, HostError};
-pub use config::{AgentConfig, ConfigError, FlowKeyMode, RpMode, RpParams};
+pub use config::{AgentConfig, ConfigError, FlowKeyMode, RpMode, RpModeError, RpParams};
 pub use rp::RpState;
-pub use stats::{AgentStats, CnmIgnored, Event, FlowView};
+pub use stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rp-agent --uplink IF [--tap NAME] [--tap-ip CIDR] [--line-rate R] [--ctl PATH] [--trace FILE]
-//!          [--config FILE.toml]
+//!          [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate] [--config FILE.toml]
 //! rp-agent gen --uplink IF --dst MAC [--flows N] [--pattern P] [--priority P] [--duration D] [--json]
 //! rp-agent sink --uplink IF [--duration D] [--json]
 //! rp-agent ctl --socket PATH <show flows | stats> [--json]

@@ -13,6 +13,13 @@ fn ser_cpid<S: serde::Serializer>(c: &CpId, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(c)
 }
 
+fn ser_opt_cpid<S: serde::Serializer>(c: &Option<CpId>, s: S) -> Result<S::Ok, S::Error> {
+    match c {
+        Some(c) => s.collect_str(c),
+        None => s.serialize_none(),
+    }
+}
+
 /// Monotonic counters of one agent (a snapshot).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct AgentStats {
@@ -34,7 +41,8 @@ pub struct AgentStats {
     pub uplink_tx_bytes: u64,
     /// Frames received from the network.
     pub uplink_rx_frames: u64,
-    /// Frames from the network that could not be parsed (dropped).
+    /// Frames from the network that could not be parsed, or longer than the largest frame
+    /// (dropped).
     pub uplink_malformed: u64,
     /// Unicast frames from the network addressed to another station (not delivered).
     pub uplink_not_for_host: u64,
@@ -52,13 +60,33 @@ pub struct AgentStats {
     pub cnm_malformed: u64,
     /// CNMs matching no flow of this host.
     pub cnm_unmatched: u64,
+    /// CNMs ignored because the reaction-point mode does not use them (`explicit-rate`).
+    pub cnm_mode_ignored: u64,
+    /// QCN/BS entries displaced because a flow's table already held `rpg_bs_max_cps` entries.
+    pub bs_cp_overflow: u64,
     /// PAUSE/PFC frames received.
     pub pause_rx: u64,
     /// MAC Control frames with an unknown opcode.
     pub mac_control_unknown: u64,
-    /// Explicit-rate feedback messages received (consumed; no mode uses them yet).
+    /// Explicit-rate feedback messages received (EtherType 0x88B5; always consumed).
     pub rate_feedback_rx: u64,
-    /// Limiters created by a CNM.
+    /// Rate-feedback messages that matched at least one flow in `explicit-rate` mode.
+    pub rate_feedback_matched: u64,
+    /// Rate-feedback messages addressed to another station.
+    pub rate_feedback_not_for_us: u64,
+    /// Rate-feedback messages with a version other than 0.
+    pub rate_feedback_bad_version: u64,
+    /// Rate-feedback messages that did not parse.
+    pub rate_feedback_malformed: u64,
+    /// Rate-feedback messages matching no flow of this host.
+    pub rate_feedback_unmatched: u64,
+    /// Rate-feedback messages ignored because the mode is not `explicit-rate`.
+    pub rate_feedback_mode_ignored: u64,
+    /// Per flow: feedback ignored by the CPID rule (a higher rate from another CP).
+    pub rate_feedback_overridden: u64,
+    /// Explicit-rate limiters released by `rp_er_timeout`.
+    pub er_timeouts: u64,
+    /// Limiters created by a CNM (or rate feedback in `explicit-rate` mode).
     pub limiters_created: u64,
     /// Limiters released at line rate.
     pub limiters_released: u64,
@@ -89,10 +117,21 @@ pub struct FlowView {
     pub cr_bps: u64,
     /// Target rate (the line rate when released).
     pub tr_bps: u64,
-    /// Rate-control phase.
+    /// Rate-control phase (QCN/BS: the selected, minimum-CR entry's).
     pub state: RpState,
+    /// QCN/BS: every congestion point's entry (absent in other modes and when released).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cps: Vec<CpView>,
+    /// Explicit rate: the congestion point followed (absent while none).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "ser_opt_cpid"
+    )]
+    pub er_cpid: Option<CpId>,
     /// CNMs applied to this flow.
     pub cnm_rx: u64,
+    /// Rate-feedback messages applied to this flow (explicit-rate mode).
+    pub rate_feedback_rx: u64,
     /// Frames sent up.
     pub tx_frames: u64,
     /// Octets sent up.
@@ -103,6 +142,18 @@ pub struct FlowView {
     pub queued_frames: u64,
     /// Host frames refused with backpressure.
     pub backpressure: u64,
+}
+
+/// One QCN/BS entry of a flow, as shown by `ctl show flows` (`"cps"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CpView {
+    /// The congestion point (16 hex digits).
+    #[serde(serialize_with = "ser_cpid")]
+    pub cpid: CpId,
+    /// The entry's current rate.
+    pub cr_bps: u64,
+    /// The entry's target rate.
+    pub tr_bps: u64,
 }
 
 /// Why a CNM was not applied.
@@ -117,6 +168,8 @@ pub enum CnmIgnored {
     Malformed,
     /// No flow of this host matches.
     Unmatched,
+    /// The reaction-point mode does not use CNMs (`explicit-rate`).
+    Mode,
 }
 
 /// Something worth tracing.
@@ -165,6 +218,23 @@ pub enum Event {
         tr_bps: u64,
         /// Phase.
         state: RpState,
+    },
+    /// A rate-feedback message changed a flow's rate or congestion point (explicit-rate mode).
+    RateFeedback {
+        /// When (ns).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Flow index.
+        flow: u32,
+        /// Its RPID.
+        rpid: u16,
+        /// Congestion point that advertised the rate.
+        #[serde(serialize_with = "ser_cpid")]
+        cpid: CpId,
+        /// The advertised rate, as received.
+        rate_bps: u64,
+        /// The flow's rate after it (clamped to [`rpg_min_rate`, ceiling]).
+        cr_bps: u64,
     },
     /// A limiter was released at line rate.
     Released {

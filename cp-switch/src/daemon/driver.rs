@@ -173,6 +173,11 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             )));
         }
         prepare_offloads(&name)?;
+        // A switch brings its own ports up (AF_PACKET refuses a link that is down).
+        if !phy::iface::is_up(&name).unwrap_or(false) {
+            phy::iface::set_up(&name, true)
+                .map_err(|e| DaemonError::Runtime(format!("port {name}: set up: {e}")))?;
+        }
         if pc.mac.is_none() {
             if let Ok(m) = phy::iface::mac(&name) {
                 pc.mac = Some(EthernetAddress(m));
@@ -396,6 +401,9 @@ fn retry_ports(bridge: &mut Bridge, slots: &mut [PortSlot], ring: &AfPacketConfi
         slot.next_retry = now + RETRY_INTERVAL;
         if !phy::iface::exists(&slot.name) {
             continue;
+        }
+        if !phy::iface::is_up(&slot.name).unwrap_or(false) {
+            let _ = phy::iface::set_up(&slot.name, true);
         }
         if prepare_offloads(&slot.name).is_err() {
             continue;

@@ -19,7 +19,7 @@ use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Rate};
-use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError};
+use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
 use serde_json::{json, Value};
 
 use super::ctl::{self, Command, CtlServer};
@@ -51,6 +51,12 @@ pub struct AgentArgs {
     /// Flow key: dst-priority (802.1Q) or five-tuple.
     #[arg(long, value_parser = parse_flow_key)]
     pub flow_key: Option<FlowKeyMode>,
+    /// Reaction point: qcn, adaptive-bc, qcn-bs, adaptive-bc+qcn-bs or explicit-rate.
+    #[arg(long)]
+    pub rp_mode: Option<RpMode>,
+    /// Send no CN-TAG on rate-limited flows (for receivers that are not CN-aware).
+    #[arg(long)]
+    pub no_cn_tag: bool,
     /// TOML file with the agent configuration (flags override it).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -99,6 +105,12 @@ impl AgentArgs {
         }
         if let Some(k) = self.flow_key {
             cfg.flow_key = k;
+        }
+        if let Some(m) = self.rp_mode {
+            cfg.rp_mode = m;
+        }
+        if self.no_cn_tag {
+            cfg.cn_tag = false;
         }
         if cfg.mac.is_none() {
             cfg.mac = mac;
@@ -217,6 +229,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let mut held: VecDeque<Vec<u8>> = VecDeque::with_capacity(BATCH);
     let mut spare: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
     let mut host_dropped = 0u64;
+    let mut errors = 0u64;
     while !term.load(Ordering::Relaxed) {
         let now = phy::clock::now();
         let mut busy = false;
@@ -254,13 +267,20 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             });
             match r {
                 Ok(n) => busy |= n == BATCH,
-                Err(e) => return Err(rt(format!("tap {tap_name}: {e}"))),
+                Err(e) if e.is_link_gone() => return Err(rt(format!("tap {tap_name}: {e}"))),
+                Err(e) => transient(&mut errors, &format!("tap {tap_name}: {e}")),
             }
         }
         // Network → agent.
         match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
             Ok(n) => busy |= n == BATCH,
-            Err(e) => return Err(rt(format!("uplink {}: {e}", args.agent.uplink_name()))),
+            Err(e) if e.is_link_gone() => {
+                return Err(rt(format!("uplink {}: {e}", args.agent.uplink_name())))
+            }
+            Err(e) => transient(
+                &mut errors,
+                &format!("uplink {}: {e}", args.agent.uplink_name()),
+            ),
         }
         let now = phy::clock::now();
         agent.poll_uplink(now, &mut |f| match uplink.send(f) {
@@ -315,6 +335,15 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         }
     }
     Ok(())
+}
+
+/// A receive error that is not the interface going away: reported (the first ten, then every
+/// thousandth) and survived.
+fn transient(count: &mut u64, what: &str) {
+    *count += 1;
+    if *count <= 10 || *count % 1000 == 0 {
+        eprintln!("rp-agent: {what} (error #{count})");
+    }
 }
 
 /// Answers a control command from the agent's state.

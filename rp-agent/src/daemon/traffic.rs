@@ -6,7 +6,8 @@
 //! per interval (iperf-like; one JSON object per line with `--json`) and a final summary.
 //!
 //! All flows of one `gen` go to the same `--dst` at the same priority, so with the default
-//! `dst-priority` flow key they share one reaction point, as 802.1Q defines a flow.
+//! `dst-priority` flow key they share one reaction point, as 802.1Q defines a flow; with
+//! `--ip-src/--ip-dst` (UDP) and `--flow-key five-tuple` each flow has its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
 use rp_agent::gen::sink::Sink;
-use rp_agent::gen::{Pattern, Source, MAX_FRAME_LEN};
+use rp_agent::gen::{Pattern, Source, UdpEncap, MAX_FRAME_LEN};
 use rp_agent::{Agent, HostError};
 use serde_json::json;
 
@@ -38,6 +39,13 @@ pub struct GenArgs {
     /// greedy | cbr:R | onoff:R,on=BYTES | poisson:R,pareto-mean=BYTES,shape=S (per flow).
     #[arg(long, default_value = "greedy")]
     pub pattern: Pattern,
+    /// Send UDP/IPv4 from this address (with --ip-dst): source port 40000 + flow id, so
+    /// `--flow-key five-tuple` gives each flow its own limiter.
+    #[arg(long, requires = "ip_dst")]
+    pub ip_src: Option<std::net::Ipv4Addr>,
+    /// UDP/IPv4 destination address (with --ip-src); destination port 5001.
+    #[arg(long, requires = "ip_src")]
+    pub ip_dst: Option<std::net::Ipv4Addr>,
     /// Frame size in octets (MAC header and payload).
     #[arg(long, default_value_t = 1500)]
     pub size: usize,
@@ -85,7 +93,18 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
     let mut sources: Vec<Source> = (0..args.flows.max(1))
-        .map(|i| Source::new(args.pattern, i, args.dst, mac, args.size, start))
+        .map(|i| {
+            let s = Source::new(args.pattern, i, args.dst, mac, args.size, start);
+            match (args.ip_src, args.ip_dst) {
+                (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
+                    src_ip,
+                    dst_ip,
+                    src_port: 40_000u16.wrapping_add(i as u16),
+                    dst_port: 5001,
+                }),
+                _ => s,
+            }
+        })
         .collect();
     let mut buf = vec![0u8; MAX_FRAME_LEN];
     // A frame the agent refused (backpressure): (source, length) in `held`.
@@ -231,9 +250,19 @@ fn report_gen(
 ) {
     let s = secs.as_secs_f64().max(1e-9);
     let views = agent.flows();
-    let cr = views.iter().find(|v| v.dst == args.dst.to_string());
+    let dst = args.dst.to_string();
+    // The agent flow of generator flow i: its own with UDP and a five-tuple key (source port
+    // 40000 + i), otherwise the one (destination, priority) flow.
+    let agent_flow = |i: usize| {
+        let port = format!(":{} >", 40_000 + i);
+        views
+            .iter()
+            .find(|v| v.dst == dst && v.five_tuple.as_deref().is_some_and(|t| t.contains(&port)))
+            .or_else(|| views.iter().find(|v| v.dst == dst))
+    };
     let stats = agent.stats();
     for (i, (now, before)) in sent.iter().zip(last).enumerate() {
+        let cr = agent_flow(i);
         let frames = now.0 - before.0;
         let bytes = now.1 - before.1;
         let bps = bytes as f64 * 8.0 / s;
@@ -243,7 +272,7 @@ fn report_gen(
                 "flow": i, "start": from.as_secs_f64(), "secs": s,
                 "frames": frames, "bytes": bytes, "bps": bps,
                 "cr_bps": cr.map(|c| c.cr_bps), "state": cr.map(|c| c.state),
-                "cnm_rx": stats.cnm_rx, "backpressure": stats.host_backpressure,
+                "cnm_rx": cr.map(|c| c.cnm_rx), "cnm_rx_total": stats.cnm_rx, "backpressure": stats.host_backpressure,
             });
             println!("{v}");
         } else {
@@ -253,7 +282,7 @@ fn report_gen(
                 from.as_secs_f64() + s,
                 bps / 1e6,
                 cr.map_or("-".into(), |c| format!("{:.3}", c.cr_bps as f64 / 1e6)),
-                stats.cnm_rx,
+                cr.map_or(0, |c| c.cnm_rx),
                 if summary { "  (summary)" } else { "" }
             );
         }

@@ -19,6 +19,10 @@
 //!   (x_m = M (S − 1) / S, size = x_m · U^(−1/S), truncated at 1000 M), sent back to back.
 //!
 //! A source that falls behind (backpressure) catches up by at most 1 ms of its schedule.
+//!
+//! With [`Source::with_udp`] the header travels in a UDP/IPv4 datagram instead (RFC 768,
+//! RFC 791; UDP checksum 0 = none), source port `base + flow id`, so the agent's `five-tuple`
+//! flow key gives every generated flow its own limiter.
 
 pub mod sink;
 
@@ -38,6 +42,8 @@ pub const HEADER_LEN: usize = 24;
 pub const MIN_FRAME_LEN: usize = 60;
 /// Largest frame a source emits.
 pub const MAX_FRAME_LEN: usize = 9000;
+/// Octets of the IPv4 and UDP headers of UDP-encapsulated frames.
+pub const UDP_HEADERS: usize = 28;
 /// Most a late source catches up on its schedule.
 pub const MAX_LAG: Duration = Duration::from_millis(1);
 
@@ -188,6 +194,20 @@ pub struct Source {
     next_at: Instant,
     /// Octets left in the current burst.
     pending: u64,
+    udp: Option<UdpEncap>,
+}
+
+/// Addresses of UDP/IPv4-encapsulated generated frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpEncap {
+    /// IPv4 source address.
+    pub src_ip: std::net::Ipv4Addr,
+    /// IPv4 destination address.
+    pub dst_ip: std::net::Ipv4Addr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
 }
 
 impl Source {
@@ -210,7 +230,21 @@ impl Source {
             seq: 0,
             next_at: start,
             pending: 0,
+            udp: None,
         }
+    }
+
+    /// Builder: carry the payload header in UDP/IPv4 with these addresses.
+    pub fn with_udp(mut self, udp: UdpEncap) -> Source {
+        self.udp = Some(udp);
+        self.frame_len = self.frame_len.max(self.min_len());
+        self
+    }
+
+    /// Smallest frame this source emits: the 60-octet minimum, or all headers.
+    fn min_len(&self) -> usize {
+        let headers = 14 + HEADER_LEN + if self.udp.is_some() { UDP_HEADERS } else { 0 };
+        MIN_FRAME_LEN.max(headers)
     }
 
     /// The flow id.
@@ -281,14 +315,24 @@ impl Source {
         let frame = &mut out[..len];
         frame[..6].copy_from_slice(&self.dst.0);
         frame[6..12].copy_from_slice(&self.src.0);
-        frame[12..14].copy_from_slice(&GEN_ETHERTYPE.to_be_bytes());
         let h = PayloadHeader {
             flow: self.flow,
             seq: self.seq,
             sent: now,
         };
-        h.emit(&mut frame[14..])?;
-        frame[14 + HEADER_LEN..].fill(0);
+        let at = match self.udp {
+            None => {
+                frame[12..14].copy_from_slice(&GEN_ETHERTYPE.to_be_bytes());
+                14
+            }
+            Some(u) => {
+                frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                emit_udp_ipv4(&u, &mut frame[14..]);
+                14 + UDP_HEADERS
+            }
+        };
+        h.emit(&mut frame[at..])?;
+        frame[at + HEADER_LEN..].fill(0);
         self.seq += 1;
         Some(len)
     }
@@ -296,7 +340,46 @@ impl Source {
     fn take_pending(&mut self) -> usize {
         let n = (self.pending as usize).min(self.frame_len);
         self.pending -= n as u64;
-        n.max(MIN_FRAME_LEN)
+        n.max(self.min_len())
+    }
+}
+
+/// Writes IPv4 (RFC 791: version 4, IHL 5, TTL 64, protocol 17, header checksum) and UDP
+/// (RFC 768: checksum 0) headers for a datagram filling all of `ip` (at least 28 octets).
+fn emit_udp_ipv4(u: &UdpEncap, ip: &mut [u8]) {
+    let total = ip.len().min(usize::from(u16::MAX)) as u16;
+    let h = &mut ip[..UDP_HEADERS];
+    h.fill(0);
+    h[0] = 0x45;
+    h[2..4].copy_from_slice(&total.to_be_bytes());
+    h[6] = 0x40; // DF
+    h[8] = 64;
+    h[9] = 17;
+    h[12..16].copy_from_slice(&u.src_ip.octets());
+    h[16..20].copy_from_slice(&u.dst_ip.octets());
+    let mut sum: u32 = h[..20]
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    h[20..22].copy_from_slice(&u.src_port.to_be_bytes());
+    h[22..24].copy_from_slice(&u.dst_port.to_be_bytes());
+    h[24..26].copy_from_slice(&(total - 20).to_be_bytes());
+}
+
+/// Where the payload header of a generated frame starts, after `walk` found `ethertype` with
+/// its payload at `payload`: right there for 0x88B6, after the IPv4 and UDP headers for UDP.
+pub fn header_offset(ethertype: u16, payload: &[u8]) -> Option<usize> {
+    match ethertype {
+        GEN_ETHERTYPE => Some(0),
+        0x0800 => {
+            let ihl = usize::from(*payload.first()? & 0x0f) * 4;
+            (payload.get(9) == Some(&17) && ihl >= 20).then_some(ihl + 8)
+        }
+        _ => None,
     }
 }
 
@@ -327,6 +410,43 @@ mod tests {
         b[0] = 0;
         assert_eq!(PayloadHeader::parse(&b), None);
         assert!(h.emit(&mut [0u8; 10]).is_none());
+    }
+
+    #[test]
+    fn udp_encapsulation() {
+        let u = UdpEncap {
+            src_ip: [10, 0, 0, 1].into(),
+            dst_ip: [10, 0, 0, 2].into(),
+            src_port: 40_007,
+            dst_port: 5001,
+        };
+        let mut small = Source::new(Pattern::Greedy, 7, B, A, 10, Instant::ZERO).with_udp(u);
+        let mut buf = vec![0u8; MAX_FRAME_LEN];
+        assert_eq!(
+            small.next(Instant::ZERO, &mut Rng::new(1), &mut buf),
+            Some(66)
+        );
+        let mut s = Source::new(Pattern::Greedy, 7, B, A, 100, Instant::ZERO).with_udp(u);
+        let n = s
+            .next(Instant::from_nanos(5), &mut Rng::new(1), &mut buf)
+            .unwrap();
+        let f = &buf[..n];
+        assert_eq!(n, 100);
+        let k = cnm_proto::wire::FlowKey::extract(f, 0).unwrap();
+        let t = k.l4.unwrap();
+        assert_eq!((t.proto, t.src_port, t.dst_port), (17, 40_007, 5001));
+        // The IPv4 header checksum verifies (sums to 0xffff).
+        let mut sum: u32 = f[14..34]
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        sum = (sum & 0xffff) + (sum >> 16);
+        assert_eq!(sum, 0xffff);
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 86);
+        let off = header_offset(0x0800, &f[14..]).unwrap();
+        let h = PayloadHeader::parse(&f[14 + off..]).unwrap();
+        assert_eq!((h.flow, h.seq), (7, 0));
+        assert_eq!(header_offset(0x86dd, &f[14..]), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! and the octets of the current reporting interval for throughput lines. Memory is bounded by
 //! `max_flows`; frames of further flows are counted in `untracked`.
 
-use super::{PayloadHeader, GEN_ETHERTYPE};
+use super::{header_offset, PayloadHeader};
 use cnm_proto::wire::{walk, EthernetAddress};
 use cnm_proto::{Duration, Instant};
 use serde::Serialize;
@@ -105,11 +105,9 @@ impl Sink {
     /// Counts `frame` received at `now`; false if it is not generated traffic.
     pub fn on_frame(&mut self, now: Instant, frame: &[u8]) -> bool {
         let Some((src, h)) = walk(frame).ok().and_then(|i| {
-            let et: u16 = i.ethertype.into();
-            if et != GEN_ETHERTYPE {
-                return None;
-            }
-            Some((i.src, PayloadHeader::parse(frame.get(i.payload_offset..)?)?))
+            let payload = frame.get(i.payload_offset..)?;
+            let at = header_offset(i.ethertype.into(), payload)?;
+            Some((i.src, PayloadHeader::parse(payload.get(at..)?)?))
         }) else {
             self.other += 1;
             return false;

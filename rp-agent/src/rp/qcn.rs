@@ -25,6 +25,9 @@
 //!   TR ← TR + (min(BC, T) − threshold) · R_HAI, CR ← (CR + TR) / 2;
 //! * TR and CR are capped at `rpg_max_rate` (default: the line rate).
 //!
+//! With [`BcLimit::Adaptive`] ([`crate::rp::adaptive_bc`]) the byte counter's period is K·CR
+//! instead of `rpg_byte_reset`; everything else is unchanged.
+//!
 //! When CR reaches the line rate the limiter is released ([`QcnRp::released`]): the agent
 //! forgets it and stops CN-tagging the flow. The timer runs whether or not the flow sends, so
 //! an idle flow recovers by timer expiries alone.
@@ -35,6 +38,7 @@
 //! deterministic on every IEEE-754 platform, as the simulator needs.
 
 use crate::config::RpParams;
+use crate::rp::adaptive_bc::{rescale_left, BcLimit};
 use crate::rp::RpState;
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
@@ -46,7 +50,7 @@ pub const QNTZ_FB_MAX: u8 = 63;
 #[derive(Debug, Clone)]
 pub struct QcnRp {
     // Parameters (copied: a handful of words, and the RP stays self-contained).
-    byte_reset: u64,
+    bc_limit: BcLimit,
     time_reset: Duration,
     threshold: u32,
     ai: u64,
@@ -68,11 +72,23 @@ pub struct QcnRp {
 }
 
 impl QcnRp {
-    /// A limiter at the line rate (capped at `rpg_max_rate`), timer and byte counter loaded.
+    /// A limiter at the line rate (capped at `rpg_max_rate`), timer and byte counter loaded;
+    /// the byte counter is the standard one (`rpg_byte_reset`).
     pub fn new(p: &RpParams, line_rate: Rate, now: Instant, rng: &mut Rng) -> QcnRp {
+        QcnRp::with_bc_limit(p, line_rate, BcLimit::Fixed(p.rpg_byte_reset), now, rng)
+    }
+
+    /// As [`QcnRp::new`], with the byte counter sized by `bc_limit` (standard or adaptive).
+    pub fn with_bc_limit(
+        p: &RpParams,
+        line_rate: Rate,
+        bc_limit: BcLimit,
+        now: Instant,
+        rng: &mut Rng,
+    ) -> QcnRp {
         let max_rate = p.rpg_max_rate.unwrap_or(line_rate).min(line_rate).bps();
         let mut rp = QcnRp {
-            byte_reset: p.rpg_byte_reset.get().max(2),
+            bc_limit,
             time_reset: p.rpg_time_reset,
             threshold: p.rpg_threshold,
             ai: p.rpg_ai_rate.bps(),
@@ -136,7 +152,16 @@ impl QcnRp {
             return;
         }
         self.t = self.t.saturating_add(1);
+        let before = self.cr;
         self.increase();
+        if self.bc_limit.is_adaptive() {
+            // BC_LIMIT = K·CR follows CR in mid-count (see `adaptive_bc`).
+            self.bytes_left = rescale_left(
+                self.bytes_left,
+                Rate::from_bps(before),
+                Rate::from_bps(self.cr),
+            );
+        }
         self.reload_timer(now, rng);
     }
 
@@ -163,6 +188,13 @@ impl QcnRp {
     /// Octets left until the byte counter expires.
     pub fn bytes_left(&self) -> u64 {
         self.bytes_left
+    }
+
+    /// The byte counter's period before jitter at the current CR and stage: `rpg_byte_reset`
+    /// (halved past the threshold) or K·CR.
+    pub fn byte_limit(&self) -> u64 {
+        self.bc_limit
+            .limit(Rate::from_bps(self.cr), self.bc > self.threshold)
     }
 
     /// Phase of the increase machinery.
@@ -207,11 +239,7 @@ impl QcnRp {
     }
 
     fn reload_bytes(&mut self, rng: &mut Rng) {
-        let base = if self.bc > self.threshold {
-            self.byte_reset / 2
-        } else {
-            self.byte_reset
-        };
+        let base = self.byte_limit();
         self.bytes_left = rng.jitter(base, self.jitter).max(1);
     }
 
@@ -479,6 +507,73 @@ mod tests {
         timer_steps(&mut rp, &mut now, &mut rng, 60);
         assert_eq!(rp.rate(), Rate::from_mbps(500));
         assert!(!rp.released());
+    }
+
+    #[test]
+    fn adaptive_byte_counter_follows_cr() {
+        use crate::rp::adaptive_bc::PAPER_K;
+        let mut rng = Rng::new(1);
+        let now = at(0);
+        let bc = BcLimit::Adaptive { k: PAPER_K };
+        let mut rp = QcnRp::with_bc_limit(&params(), Rate::from_gbps(10), bc, now, &mut rng);
+        // At the line rate: K · 10 Gb/s = 300 000 octets.
+        assert_eq!(rp.bytes_left(), 300_000);
+        // Decrease: CR 10 G × (1 − 63/128) = 5.078125 G, reloaded with K·CR at that rate:
+        // 5 078 125 000 × 240e-6 / 8 = 152 343.75 → 152 343.
+        rp.on_cnm(now, 63, &mut rng);
+        assert_eq!(rp.rate().bps(), 5_078_125_000);
+        assert_eq!(rp.bytes_left(), 152_343);
+        rp.on_bytes_sent(now, 52_343, &mut rng);
+        assert_eq!(rp.bytes_left(), 100_000);
+        // A timer expiry raises CR to ⌈(5.078125 G + 10 G)/2⌉ = 7.5390625 G in mid-count: the
+        // octets left are rescaled, 100 000 × 7.5390625 / 5.078125 = 148 461.5 → 148 462.
+        let t = rp.next_timer();
+        rp.on_timer(t, &mut rng);
+        assert_eq!(rp.rate().bps(), 7_539_062_500);
+        assert_eq!(rp.bytes_left(), 148_462);
+        assert_eq!(rp.byte_limit(), 226_171);
+        // A byte-counter expiry: CR 8.76953125 G, reloaded with K·CR = 263 085.9375 → 263 085.
+        rp.on_bytes_sent(t, 148_462, &mut rng);
+        assert_eq!(rp.rate().bps(), 8_769_531_250);
+        assert_eq!(rp.bytes_left(), 263_085);
+        // Past the threshold the adaptive limit is not halved (Algorithm 1 reloads K·CR).
+        for _ in 0..6 {
+            rp.on_bytes_sent(t, rp.bytes_left(), &mut rng);
+        }
+        assert_eq!(rp.stages().0, 7);
+        assert_eq!(rp.bytes_left(), rp.rate().bps() * 240 / 8_000_000);
+    }
+
+    #[test]
+    fn invariants_under_random_inputs() {
+        // min_rate ≤ CR ≤ TR ≤ max_rate whatever arrives, in whatever order.
+        let mut rng = Rng::new(11);
+        let mut ops = Rng::new(12);
+        for line in [
+            Rate::from_mbps(10),
+            Rate::from_gbps(1),
+            Rate::from_gbps(100),
+        ] {
+            let p = RpParams {
+                rpg_gd: (ops.below(8) + 1) as u8,
+                ..RpParams::default()
+            };
+            let mut now = at(0);
+            let mut rp = QcnRp::new(&p, line, now, &mut rng);
+            for _ in 0..50_000 {
+                match ops.below(3) {
+                    0 => rp.on_cnm(now, ops.below(256) as u8, &mut rng),
+                    1 => rp.on_bytes_sent(now, ops.below(20_000), &mut rng),
+                    _ => {
+                        now = rp.next_timer();
+                        rp.on_timer(now, &mut rng);
+                    }
+                }
+                let (cr, tr) = (rp.rate(), rp.target());
+                assert!(cr >= p.rpg_min_rate.min(line), "{cr} {tr}");
+                assert!(cr <= tr && tr <= line, "{cr} {tr}");
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Micro-benchmark of the agent core alone: frames per second through `handle_host` +
 //! `poll_uplink` on one core, no I/O.
 //!
-//! `cargo run --release -p rp-agent --example core_bench [seconds-per-case]`
+//! `cargo run --release -p rp-agent --example agent_bench [seconds-per-case]`
 //!
 //! Cases: one unlimited flow; one rate-limited flow; 64 rate-limited flows (round-robin across
 //! them). Batches of 32 host frames; the clock advances per batch by the batch's line time at
