@@ -89,7 +89,7 @@ struct RunCmd {
     /// Results directory (default results/<scenario>-<mode>-<timestamp>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Congestion points of every switch: qcn (as the file says), output, input, off.
+    /// Variant: CP placement (output, input, off), RP mode (qcn-bs, adaptive-bc, ...) or CP/RP.
     #[arg(long)]
     variant: Option<String>,
     /// Print the summary JSON instead of the table.
@@ -101,7 +101,7 @@ struct RunCmd {
 struct CompareCmd {
     #[command(flatten)]
     common: Common,
-    /// Variants to compare (qcn, output, input, off).
+    /// Variants to compare: CP placements, RP modes or CP/RP (e.g. qcn,off,input/qcn-bs).
     #[arg(long, value_delimiter = ',', default_value = "qcn,off")]
     modes: Vec<String>,
     /// Results directory (default results/<scenario>-<mode>-compare-<timestamp>).

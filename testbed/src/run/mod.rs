@@ -12,7 +12,8 @@
 //!   (QCN-REFERENCE §5), fidelity measured, everything torn down on exit, error or Ctrl-C.
 //!
 //! Variants (`--variant`, `testbed compare --modes`) change the congestion points of every
-//! switch: `qcn` (as the file says), `output`, `input`, `off`.
+//! switch (`output`, `input`, `off`) and/or the reaction points of every host (`qcn-bs`,
+//! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
 pub mod netns;
 pub mod progress;
@@ -47,8 +48,19 @@ impl Mode {
     }
 }
 
-/// The congestion-point variants a run can apply to every switch.
-pub const VARIANTS: &[&str] = &["qcn", "output", "input", "off"];
+/// The variants a run can apply: congestion-point placements of every switch and
+/// reaction-point modes of every host. A variant is `CP`, `RP` or `CP/RP` (`input/qcn-bs`);
+/// `qcn` alone leaves the file as it is.
+pub const VARIANTS: &[&str] = &[
+    "qcn",
+    "output",
+    "input",
+    "off",
+    "adaptive-bc",
+    "qcn-bs",
+    "adaptive-bc+qcn-bs",
+    "explicit-rate",
+];
 
 /// Settings of one run.
 #[derive(Debug, Clone)]
@@ -98,19 +110,37 @@ pub struct RunOutcome {
     pub report: RunReport,
 }
 
-/// Applies a variant to the scenario (every switch's `bridge.cp.placement`).
+const PLACEMENTS: &[&str] = &["output", "input", "off"];
+
+/// Applies a variant to the scenario: `switch.*.bridge.cp.placement` and/or
+/// `host.*.agent.rp_mode`.
 pub fn apply_variant(sc: &Scenario, variant: &str) -> anyhow::Result<Scenario> {
-    let placement = match variant {
-        "qcn" => return Ok(sc.clone()),
-        "output" | "input" | "off" => variant,
-        other => anyhow::bail!("unknown variant {other:?} (known: {})", VARIANTS.join(", ")),
-    };
-    let sets: Vec<String> = sc
-        .topo
-        .switch
-        .keys()
-        .map(|s| format!("switch.{s}.bridge.cp.placement={placement}"))
-        .collect();
+    let mut sets = Vec::new();
+    for part in variant.split('/') {
+        if part == "qcn" {
+            continue;
+        }
+        if PLACEMENTS.contains(&part) {
+            sets.extend(
+                sc.topo
+                    .switch
+                    .keys()
+                    .map(|s| format!("switch.{s}.bridge.cp.placement={part}")),
+            );
+        } else if VARIANTS.contains(&part) {
+            sets.extend(
+                sc.topo
+                    .host
+                    .keys()
+                    .map(|h| format!("host.{h}.agent.rp_mode={part}")),
+            );
+        } else {
+            anyhow::bail!(
+                "unknown variant {part:?} (known: {}; combine as CP/RP)",
+                VARIANTS.join(", ")
+            );
+        }
+    }
     Ok(sc.with_overrides(&sets)?)
 }
 
@@ -387,4 +417,33 @@ pub fn compare(
         },
     )?;
     Ok((outs, rep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_set_placement_and_rp_mode() {
+        let sc = crate::scenario::load("chain3", &[]).unwrap();
+        let v = apply_variant(&sc, "input/qcn-bs").unwrap();
+        for sw in v.topo.switch.values() {
+            let b = sw.bridge.clone().unwrap();
+            assert_eq!(b["cp"]["placement"].as_str(), Some("input"));
+        }
+        for h in v.topo.host.values() {
+            let a = h.agent.clone().unwrap();
+            assert_eq!(a["rp_mode"].as_str(), Some("qcn-bs"));
+        }
+        assert!(apply_variant(&sc, "fastest").is_err());
+        let same = apply_variant(&sc, "qcn").unwrap();
+        assert_eq!(same.tree, sc.tree);
+    }
+
+    #[test]
+    fn timestamps_are_civil_dates() {
+        let t = timestamp();
+        assert_eq!(t.len(), 15);
+        assert!(t.starts_with("20"), "{t}");
+    }
 }

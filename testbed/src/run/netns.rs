@@ -144,7 +144,8 @@ fn s(v: impl std::fmt::Display) -> toml::Value {
 }
 
 /// The `rp-agent --config` text of a host: its `[host.X.agent]` table with the rates ÷ S, the
-/// RP timer × S and the veth pacing defaults.
+/// RP timer, the adaptive byte counter's time constant and the explicit-rate timeout × S, and
+/// the veth pacing defaults.
 pub fn agent_config(
     sc: &Scenario,
     host: &str,
@@ -183,6 +184,8 @@ pub fn agent_config(
     rp.insert("rpg_ai_rate".into(), sr(cfg.rp.rpg_ai_rate));
     rp.insert("rpg_hai_rate".into(), sr(cfg.rp.rpg_hai_rate));
     rp.insert("rpg_min_rate".into(), sr(cfg.rp.rpg_min_rate));
+    rp.insert("rpg_adaptive_k".into(), sd(cfg.rp.rpg_adaptive_k));
+    rp.insert("rp_er_timeout".into(), sd(cfg.rp.rp_er_timeout));
     if let Some(m) = cfg.rp.rpg_max_rate {
         rp.insert("rpg_max_rate".into(), sr(m));
     }
