@@ -516,7 +516,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     let bn = sc.bottleneck().and_then(|b| shape.link_index(&b));
     let mut captures: Vec<Child> = Vec::new();
     if opts.capture {
-        let mut wanted: Vec<(super::shape::End, PathBuf, Option<&str>)> = Vec::new();
+        let mut wanted: Vec<(super::shape::End, PathBuf, Option<String>)> = Vec::new();
         if let Some(li) = bn {
             wanted.push((shape.links[li].a.clone(), dir.join("bottleneck.pcap"), None));
         }
@@ -525,21 +525,25 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                 let l = &shape.links[li];
                 let end = if l.a.node == f.src { &l.b } else { &l.a };
                 if shape.is_switch(&end.node) {
-                    // CNMs, VLAN-tagged or not (EtherType 0x22E7, 802.1Q-2011 clause 33.4).
-                    wanted.push((
-                        end.clone(),
-                        dir.join("cnms.pcap"),
-                        Some("ether[12:2] = 0x22e7 or ether[16:2] = 0x22e7"),
-                    ));
+                    // What the switch sends to the source: its CNMs (and floods). A filter on
+                    // the source address, not on the EtherType, so that a VLAN tag in the
+                    // packet metadata cannot hide a CNM.
+                    if let Some(m) = macs.get(&f.src) {
+                        wanted.push((
+                            end.clone(),
+                            dir.join("cnms.pcap"),
+                            Some(format!("not ether src {m}")),
+                        ));
+                    }
                 }
             }
         }
         for (i, (end, pcap, filter)) in wanted.iter().enumerate() {
             let mut c = ns[&end.node].command("tshark")?;
             c.env(RUN_ENV, lab.prefix())
-                .args(["-q", "-i", &end.port, "-s", "256"]);
+                .args(["-q", "-F", "pcap", "-i", &end.port, "-s", "256"]);
             if let Some(f) = filter {
-                c.args(["-f", f]);
+                c.arg("-f").arg(f);
             }
             c.arg("-w")
                 .arg(pcap)
