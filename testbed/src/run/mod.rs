@@ -16,6 +16,7 @@
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
 pub mod netns;
+pub mod pcapfilter;
 pub mod progress;
 pub mod shape;
 pub mod sim;

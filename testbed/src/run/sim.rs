@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::Context;
 use cnm_proto::{Duration, Instant};
 
+use super::pcapfilter::{self, PcapFilter};
 use super::progress::Progress;
 use super::{skeleton, Mode, RunOptions, Scaling};
 use crate::analysis::trace::{read_trace_file, TraceOptions};
@@ -19,7 +20,6 @@ use crate::analysis::{FlowSeries, RunData};
 use crate::scenario::Scenario;
 use crate::sim::engine::Direction;
 use crate::sim::host::HostNode;
-use crate::sim::topo::PcapSpec;
 
 /// Runs `sc` in the simulator, writing `trace.jsonl` (and `bottleneck.pcap` with `--capture`)
 /// into `dir`.
@@ -32,32 +32,33 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     topo.output.trace = Some(trace_path.clone());
     topo.output.summary = None;
     topo.output.pcap.clear();
+    // Captures: (link, file, CNMs only). Written through a filter that keeps the first 200 000
+    // frames cut to 128 octets (the bottleneck) or only the CNMs (the first flow's uplink), so
+    // that a 10 Gb/s run does not write gigabytes.
+    let mut captures: Vec<(String, std::path::PathBuf, bool)> = Vec::new();
     if opts.capture {
         if let Some(b) = sc.bottleneck() {
-            topo.output.pcap.push(PcapSpec {
-                link: b,
-                file: dir.join("bottleneck.pcap"),
-            });
+            captures.push((b, dir.join("bottleneck.pcap"), false));
         }
-        // The first flow's uplink carries the CNMs sent to its source.
         let shape = super::shape::Shape::of(&sc.topo);
         if let Some(li) = sc.topo.flow.first().and_then(|f| shape.uplink(&f.src)) {
-            if Some(&shape.links[li].name) != sc.bottleneck().as_ref() {
-                topo.output.pcap.push(PcapSpec {
-                    link: shape.links[li].name.clone(),
-                    file: dir.join("cnms.pcap"),
-                });
-            }
+            captures.push((shape.links[li].name.clone(), dir.join("cnms.pcap"), true));
         }
     }
     let (mut run, _shape) = skeleton(sc, Mode::Sim, Scaling::ONE, topo.seed);
     let (mut sim, built) = topo.build()?;
     let f = File::create(&trace_path).with_context(|| format!("{}", trace_path.display()))?;
     sim.trace_to(Box::new(BufWriter::with_capacity(1 << 16, f)));
-    for p in &topo.output.pcap {
-        if let Some(link) = sim.link_id(&p.link) {
-            let f = File::create(&p.file).with_context(|| format!("{}", p.file.display()))?;
-            sim.capture(link, Box::new(BufWriter::with_capacity(1 << 16, f)))?;
+    for (link, file, cnms) in &captures {
+        if let Some(l) = sim.link_id(link) {
+            let f = File::create(file).with_context(|| format!("{}", file.display()))?;
+            let w = BufWriter::with_capacity(1 << 16, f);
+            let w: Box<dyn std::io::Write> = if *cnms {
+                Box::new(PcapFilter::new(w, pcapfilter::is_cnm, 256, u64::MAX))
+            } else {
+                Box::new(PcapFilter::new(w, pcapfilter::all, 128, 200_000))
+            };
+            sim.capture(l, w)?;
         }
     }
     let end = Instant::ZERO + topo.duration;
