@@ -11,7 +11,9 @@
 
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
-use cp_switch::{Bridge, BridgeConfig, LosslessMode, Placement, PortConfig, PortId};
+use cp_switch::{
+    Bridge, BridgeConfig, CpMode, Culprit, LosslessMode, Placement, PortConfig, PortId,
+};
 
 const BATCH: usize = 32;
 
@@ -29,6 +31,8 @@ struct Case {
     mode: LosslessMode,
     pcp: u8,
     cp: Placement,
+    cp_mode: CpMode,
+    culprit: Culprit,
 }
 
 fn run(name: &str, len: usize, c: Case, secs: f64) -> f64 {
@@ -37,6 +41,8 @@ fn run(name: &str, len: usize, c: Case, secs: f64) -> f64 {
     let mut cfg = BridgeConfig::with_ports(ports);
     cfg.lossless.mode = c.mode;
     cfg.cp.placement = c.cp;
+    cfg.cp.mode = c.cp_mode;
+    cfg.cp.culprit = c.culprit;
     let mut b = match Bridge::new(cfg, Rng::new(7)) {
         Ok(b) => b,
         Err(e) => {
@@ -106,6 +112,8 @@ fn main() {
         mode,
         pcp: 0,
         cp: Placement::Off,
+        cp_mode: CpMode::Qcn,
+        culprit: Culprit::Arrival,
     };
     for len in [64, 1500] {
         run("unshaped", len, plain(None, LosslessMode::None), secs);
@@ -135,11 +143,36 @@ fn main() {
                     mode: LosslessMode::None,
                     pcp: 3,
                     cp,
+                    cp_mode: CpMode::Qcn,
+                    culprit: Culprit::Arrival,
                 };
                 let pps = run(&format!("{label}, cp {cp}"), len, c, secs);
                 if cp == Placement::Off {
                     base = pps;
                 } else if base > 0.0 {
+                    println!("{:>40} ratio {:.3}", "", pps / base);
+                }
+            }
+            // The variant modes at the output CP (per-flow table, stored headers, timers).
+            for (name, cp_mode, culprit) in [
+                ("fqcn", CpMode::Fqcn, Culprit::Arrival),
+                ("explicit-rate", CpMode::ExplicitRate, Culprit::Arrival),
+                (
+                    "qcn occupancy-random",
+                    CpMode::Qcn,
+                    Culprit::OccupancyRandom,
+                ),
+            ] {
+                let c = Case {
+                    rate,
+                    mode: LosslessMode::None,
+                    pcp: 3,
+                    cp: Placement::Output,
+                    cp_mode,
+                    culprit,
+                };
+                let pps = run(&format!("{label}, {name}"), len, c, secs);
+                if base > 0.0 {
                     println!("{:>40} ratio {:.3}", "", pps / base);
                 }
             }

@@ -46,7 +46,8 @@
 //! largest backlog seen.
 
 use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
-use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement};
+use crate::cp::flows::HDR_LEN;
+use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement, NO_FLOW};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, Decision};
@@ -61,8 +62,10 @@ use crate::stats::{
 use crate::voq::InputBuffer;
 use crate::PortId;
 use cnm_proto::rng::Rng;
+use cnm_proto::wire::rate_feedback::build_rate_feedback_frame;
 use cnm_proto::wire::{
     build_cnm, build_pause_frame, quantize_queue, CnmParams, EthernetAddress, MacControlRepr,
+    RateFeedbackRepr, VlanInfo,
 };
 use cnm_proto::{Duration, Instant, Rate};
 use std::collections::VecDeque;
@@ -123,6 +126,10 @@ pub struct Bridge {
     cnm_priority: u8,
     /// Encapsulated MSDU octets per CNM.
     cnm_msdu: usize,
+    /// Some CP runs a timer (explicit-rate).
+    cp_timers: bool,
+    /// Some CP accounts per-flow occupancy of its queue (occupancy culprits).
+    cp_occupancy: bool,
 }
 
 #[derive(Debug)]
@@ -203,6 +210,7 @@ impl Bridge {
                             PortId(i as u16),
                             p as u8,
                             cfg.cp.placement,
+                            cfg.ports[i].rate.unwrap_or(cfg.lossless.nominal_rate),
                             &mut rng,
                         ));
                     }
@@ -236,6 +244,8 @@ impl Bridge {
             cp_placement: cfg.cp.placement,
             cnm_priority: cfg.cp.cnm_priority,
             cnm_msdu: cfg.cp.cp_min_header_octets,
+            cp_timers: cfg.cp.mode == crate::cp::CpMode::ExplicitRate,
+            cp_occupancy: cfg.cp.culprit.uses_occupancy(),
         })
     }
 
@@ -324,6 +334,9 @@ impl Bridge {
             self.fdb.age(now);
             self.next_sweep = now + FDB_SWEEP;
         }
+        if self.cp_timers {
+            self.run_cp_timers(now);
+        }
         for o in 0..self.ports.len() {
             self.transmit_port(now, o, tx);
         }
@@ -337,6 +350,13 @@ impl Bridge {
         let mut consider = |t: Instant| {
             best = Some(best.map_or(t, |b| b.min(t)));
         };
+        if self.cp_timers {
+            for cp in &self.cps {
+                if let Some(t) = cp.timer_due() {
+                    consider(t);
+                }
+            }
+        }
         for (o, port) in self.ports.iter().enumerate() {
             if let Some(t) = port.pause_gen.refresh_at() {
                 consider(t);
@@ -378,6 +398,10 @@ impl Bridge {
             return;
         }
         pt.shaper.set_rate(now, rate);
+        let c = rate.unwrap_or(self.nominal_rate);
+        for cp in self.cps.iter_mut().filter(|cp| cp.port() == port) {
+            cp.set_capacity(c);
+        }
         self.event(Event::RateChange {
             at: now,
             port,
@@ -418,18 +442,21 @@ impl Bridge {
         let mut dropped = 0u64;
         for p in 0..P {
             let r = o * P + p;
-            while let Some(f) = self.outqs[r].pop() {
+            while let Some(mut f) = self.outqs[r].pop() {
                 self.outqs[r].counters.drops += 1;
+                self.cp_departure(r, &mut f);
                 self.pool.recycle(f);
                 dropped += 1;
             }
             for j in 0..self.ports.len() {
-                let ib = &mut self.inbufs[j * P + p];
+                let q = j * P + p;
                 let mut n = 0;
-                while let Some(f) = ib.pop(o) {
+                while let Some(mut f) = self.inbufs[q].pop(o) {
+                    self.cp_departure(q, &mut f);
                     self.pool.recycle(f);
                     n += 1;
                 }
+                let ib = &mut self.inbufs[q];
                 ib.counters.drops += n;
                 dropped += n;
                 let bytes = ib.bytes();
@@ -490,6 +517,7 @@ impl Bridge {
                 pause_tx: p.counters.pause_tx,
                 pause_rx: p.counters.pause_rx,
                 cnm_tx: p.counters.cnm_tx,
+                rate_fb_tx: p.counters.rate_fb_tx,
                 flooded: p.counters.flooded,
                 drop_reasons: p.counters.drops,
                 pause_asserted: p.pause_gen.asserted(),
@@ -647,7 +675,13 @@ impl Bridge {
             qlen,
             ingress: PortId(f.ingress),
         };
-        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
+        let fb = self.cps[k].arrival(&a, &mut self.rng);
+        if self.cp_occupancy {
+            if let Some(f) = self.inbufs[q].back_mut(o) {
+                f.flow = self.cps[k].last_flow();
+            }
+        }
+        if let Some(fb) = fb {
             self.congestion_feedback(now, k, QueueRef::Input(q, o), fb);
         }
     }
@@ -677,26 +711,62 @@ impl Bridge {
             qlen,
             ingress: PortId(f.ingress),
         };
-        if let Some(fb) = self.cps[k].arrival(&a, &mut self.rng) {
+        let fb = self.cps[k].arrival(&a, &mut self.rng);
+        if self.cp_occupancy {
+            if let Some(f) = self.outqs[q].back_mut() {
+                f.flow = self.cps[k].last_flow();
+            }
+        }
+        if let Some(fb) = fb {
             self.congestion_feedback(now, k, QueueRef::Output(q), fb);
         }
     }
 
-    /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds the CNM for it
-    /// (802.1Q-2011 32.8, 33.4) and queues it on the control queue of the port the frame
-    /// arrived on.
+    /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds one CNM per target
+    /// the CP chose (802.1Q-2011 32.8, 33.4) — from the sampled frame (standard) or from the
+    /// stored header of the culprit flow (FQCN, occupancy culprits) — and queues it on the
+    /// control queue of the port that frame arrived on.
     #[cold]
     #[inline(never)]
     fn congestion_feedback(&mut self, now: Instant, k: usize, at: QueueRef, fb: Feedback) {
         let now = now.max(self.last_now);
-        let frame = match at {
-            QueueRef::Input(q, o) => self.inbufs[q].back(o),
-            QueueRef::Output(q) => self.outqs[q].back(),
-        };
-        let Some(f) = frame else {
-            return;
-        };
-        let egress = usize::from(f.ingress);
+        for t in 0..self.cps[k].targets().len() {
+            let target = self.cps[k].targets()[t];
+            let mut hdr = [0u8; HDR_LEN];
+            let (len, egress) = if target.flow == NO_FLOW {
+                let frame = match at {
+                    QueueRef::Input(q, o) => self.inbufs[q].back(o),
+                    QueueRef::Output(q) => self.outqs[q].back(),
+                };
+                let Some(f) = frame else {
+                    continue;
+                };
+                let n = f.len().min(HDR_LEN);
+                hdr[..n].copy_from_slice(&f.buf[..n]);
+                (n, usize::from(f.ingress))
+            } else {
+                let Some(e) = self.cps[k].flows().and_then(|t| t.get(target.flow)) else {
+                    continue;
+                };
+                let h = e.header();
+                hdr[..h.len()].copy_from_slice(h);
+                (h.len(), e.ingress.index())
+            };
+            self.send_cnm(now, k, &hdr[..len], egress, target.qntz_fb, fb);
+        }
+    }
+
+    /// Builds the CNM of CP `k` about `sampled` (at least its first 86 octets) with `qntz_fb`
+    /// and queues it on port `egress`.
+    fn send_cnm(
+        &mut self,
+        now: Instant,
+        k: usize,
+        sampled: &[u8],
+        egress: usize,
+        qntz_fb: u8,
+        fb: Feedback,
+    ) {
         let cp = &mut self.cps[k];
         let Some(pt) = self.ports.get(egress).filter(|pt| pt.up) else {
             cp.cnm_dropped();
@@ -705,7 +775,7 @@ impl Bridge {
         let params = CnmParams {
             cp_mac: pt.mac,
             cpid: cp.id(),
-            qntz_fb: fb.qntz_fb,
+            qntz_fb,
             q_offset: quantize_queue(fb.q_offset),
             q_delta: quantize_queue(fb.q_delta),
             cnm_priority: self.cnm_priority,
@@ -713,7 +783,7 @@ impl Bridge {
             max_msdu: self.cnm_msdu,
         };
         let mut buf = [0u8; CNM_BUF];
-        let Ok(n) = build_cnm(&f.buf, &params, &mut buf) else {
+        let Ok(n) = build_cnm(sampled, &params, &mut buf) else {
             cp.cnm_dropped();
             return;
         };
@@ -741,6 +811,104 @@ impl Bridge {
             });
         } else {
             self.cps[k].cnm_dropped();
+        }
+    }
+
+    /// A frame tagged with a flow of the CP of queue `q` left that queue (occupancy culprits).
+    #[inline]
+    fn cp_departure(&mut self, q: usize, f: &mut crate::pool::Frame) {
+        if f.flow == NO_FLOW {
+            return;
+        }
+        let k = self.cp_slot[q];
+        if let Some(cp) = self.cps.get_mut(usize::from(k)) {
+            cp.departure(f.flow, f.len());
+        }
+        f.flow = NO_FLOW;
+    }
+
+    /// Runs the CPs' timers due at `now` (explicit-rate measurement intervals) and sends the
+    /// advertised rate to the sources active in each interval that ended.
+    fn run_cp_timers(&mut self, now: Instant) {
+        for k in 0..self.cps.len() {
+            if !self.cps[k].timer_due().is_some_and(|t| t <= now) {
+                continue;
+            }
+            let q = self.cps[k].port().index() * P + usize::from(self.cps[k].priority());
+            let qlen = match self.cp_placement {
+                Placement::Input => self.inbufs[q].bytes(),
+                _ => self.outqs[q].bytes(),
+            };
+            let Some(rate) = self.cps[k].timer(now, qlen) else {
+                continue;
+            };
+            let slots = self.cps[k].flows().map_or(0, |t| t.entries().len());
+            for i in 0..slots {
+                self.send_rate_feedback(now, k, i as u16, rate);
+            }
+            self.cps[k].end_interval();
+        }
+    }
+
+    /// Sends the advertised `rate` of CP `k` to flow `flow` if it sent frames in the interval:
+    /// a rate-feedback message (EtherType 0x88B5, `cnm_proto::wire::rate_feedback`) addressed
+    /// to the flow's source, from the egress port's MAC, VLAN tagged like the flow with PCP =
+    /// the CNM priority, out of the port the flow arrives on.
+    fn send_rate_feedback(&mut self, now: Instant, k: usize, flow: u16, rate: Rate) {
+        let cp = &self.cps[k];
+        let Some(e) = cp.flows().and_then(|t| t.get(flow)).filter(|e| e.bytes > 0) else {
+            return;
+        };
+        let h = e.header();
+        if h.len() < 14 {
+            return;
+        }
+        let egress = e.ingress.index();
+        let tpid = u16::from_be_bytes([h[12], h[13]]);
+        let vlan = (tpid == 0x8100 || tpid == 0x88A8).then_some(VlanInfo {
+            pcp: self.cnm_priority,
+            dei: false,
+            vid: e.id.vid,
+        });
+        let mut encap_dst = [0u8; 6];
+        encap_dst.copy_from_slice(&h[..6]);
+        let repr = RateFeedbackRepr {
+            version: 0,
+            encap_priority: cp.priority(),
+            cpid: cp.id(),
+            rate,
+            encap_dst: EthernetAddress(encap_dst),
+        };
+        let dst = e.id.src;
+        let (cpid, cp_port, priority) = (cp.id(), cp.port(), cp.priority());
+        let Some(pt) = self.ports.get(egress).filter(|pt| pt.up) else {
+            self.cps[k].rate_fb_dropped();
+            return;
+        };
+        let src = pt.mac;
+        let mut buf = [0u8; CNM_BUF];
+        let Ok(n) = build_rate_feedback_frame(dst, src, vlan, &repr, &mut buf) else {
+            self.cps[k].rate_fb_dropped();
+            return;
+        };
+        let msg = &buf[..n];
+        if self.queue_control(now, egress, n, |b| {
+            b.copy_from_slice(msg);
+            true
+        }) {
+            self.cps[k].rate_fb_sent(dst);
+            self.ports[egress].counters.rate_fb_tx += 1;
+            self.event(Event::RateFeedback {
+                at: now,
+                port: PortId(egress as u16),
+                priority,
+                cp_port,
+                dst,
+                rate,
+                cpid,
+            });
+        } else {
+            self.cps[k].rate_fb_dropped();
         }
     }
 
@@ -774,6 +942,9 @@ impl Bridge {
             };
             let still = !ib.voq_is_empty(o);
             let in_bytes = ib.bytes();
+            if f.flow != NO_FLOW {
+                self.cp_departure(j * P + p, &mut f);
+            }
             self.rings[r].advance(still);
             if !fits {
                 // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
@@ -980,12 +1151,22 @@ impl Bridge {
                 pt.counters.tx_frames += 1;
                 pt.counters.tx_bytes += len as u64;
                 start = pt.shaper.start(now, ready, len);
-                if let Some(f) = self.outqs[r].pop() {
+                if let Some(mut f) = self.outqs[r].pop() {
+                    if f.flow != NO_FLOW {
+                        self.cp_departure(r, &mut f);
+                    }
                     self.pool.recycle(f);
                 }
             } else {
                 start = pt.shaper.start(now, ready, len);
-                if let Some(f) = self.outqs[r].pop() {
+                if let Some(mut f) = self.outqs[r].pop() {
+                    if f.flow != NO_FLOW {
+                        let k = self.cp_slot[r];
+                        if let Some(cp) = self.cps.get_mut(usize::from(k)) {
+                            cp.departure(f.flow, f.len());
+                        }
+                        f.flow = NO_FLOW;
+                    }
                     if let Err(f) = pt.delay.push(start, f) {
                         self.pool.recycle(f);
                         self.outqs[r].counters.drops += 1;

@@ -60,6 +60,12 @@ impl OutputQueue {
         self.q.back()
     }
 
+    /// The frame enqueued last, mutable (a congestion point tags it with its flow).
+    #[inline]
+    pub fn back_mut(&mut self) -> Option<&mut Frame> {
+        self.q.back_mut()
+    }
+
     /// Removes the head frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Frame> {

@@ -31,6 +31,9 @@ pub struct Frame {
     /// Never sampled by a congestion point: a CNM, MAC-control or rate-feedback frame, or one
     /// with a group source address.
     pub cn_exempt: bool,
+    /// Flow-table index of the frame at the congestion point of the queue it sits in, when
+    /// that CP accounts per-flow occupancy (`crate::cp::NO_FLOW` otherwise).
+    pub flow: u16,
 }
 
 impl Frame {
@@ -97,6 +100,7 @@ impl FramePool {
             ts,
             ingress,
             cn_exempt: false,
+            flow: u16::MAX,
         })
     }
 
@@ -120,6 +124,7 @@ impl FramePool {
             ts,
             ingress: u16::MAX,
             cn_exempt: true,
+            flow: u16::MAX,
         })
     }
 

@@ -126,6 +126,8 @@ pub struct PortCounters {
     pub pause_rx: u64,
     /// CNMs sent (by the congestion points whose sampled frames arrived on this port).
     pub cnm_tx: u64,
+    /// Rate-feedback messages sent (explicit-rate CPs, to sources reached through this port).
+    pub rate_fb_tx: u64,
     /// MAC-control frames received that are neither PAUSE nor PFC (consumed, not forwarded).
     pub mac_control_other: u64,
     /// Drops attributed to this port.
@@ -161,6 +163,8 @@ pub struct PortStats {
     pub pause_rx: u64,
     /// CNMs sent from this port.
     pub cnm_tx: u64,
+    /// Rate-feedback messages sent from this port.
+    pub rate_fb_tx: u64,
     /// Frames whose destination was flooded.
     pub flooded: u64,
     /// Drops by reason.
@@ -289,6 +293,25 @@ pub enum Event {
         q_offset: i16,
         /// cnmQDelta as sent (64-octet units).
         q_delta: i16,
+        /// The CP.
+        cpid: CpId,
+    },
+    /// An explicit-rate congestion point advertised its rate to a source (rate-feedback
+    /// message, EtherType 0x88B5).
+    RateFeedback {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Port the message left from: the one the source's frames arrive on.
+        port: PortId,
+        /// Priority of the CP's queue.
+        priority: u8,
+        /// Port of the CP's queue.
+        cp_port: PortId,
+        /// Destination: the source.
+        dst: EthernetAddress,
+        /// The advertised rate.
+        rate: Rate,
         /// The CP.
         cpid: CpId,
     },

@@ -73,6 +73,13 @@ impl InputBuffer {
         self.voqs.get(out)?.back()
     }
 
+    /// The frame enqueued last in the VOQ for `out`, mutable (a congestion point tags it with
+    /// its flow).
+    #[inline]
+    pub fn back_mut(&mut self, out: usize) -> Option<&mut Frame> {
+        self.voqs.get_mut(out)?.back_mut()
+    }
+
     /// Removes the head of the VOQ of `out`.
     #[inline]
     pub fn pop(&mut self, out: usize) -> Option<Frame> {

@@ -20,6 +20,9 @@
 //! cp_weight = 2                # --cp-weight: w, cp_feedback_weight (a power of two)
 //! cp_sample_base = "150KB"     # --cp-sample-base: cp_min_sample_base
 //! cnm_priority = 6             # --cnm-priority: PCP of the CNMs (CnmTransmitPriority)
+//! cp_mode = "qcn"              # --cp-mode: qcn (default) | fqcn | explicit-rate
+//! culprit = "arrival"          # --culprit: arrival | occupancy-deterministic | occupancy-random
+//! er_interval = "3ms"          # --er-interval: explicit-rate T (default 30us x 10Gbit/C)
 //!
 //! [[port]]
 //! name = "sw-p1"
@@ -42,6 +45,15 @@
 //! cp_min_sample_base = "150KB"
 //! cnm_priority = 6
 //! cp_min_header_octets = 64    # octets of the sampled MSDU carried in the CNM (0-64)
+//! mode = "fqcn"                # qcn | fqcn | explicit-rate
+//! culprit = "arrival"
+//! max_flows = 1024             # flows tracked per CP (fqcn, explicit-rate, occupancy)
+//! er_a = 1.05                  # explicit-rate hyperbolic queue control a, b, c
+//! er_b = 1.2
+//! er_c = 0.5
+//! [[bridge.cp.fqcn_weights]]   # FQCN weights W_i by source MAC / VID / priority (default 1)
+//! mac = "02:00:00:00:00:01"
+//! weight = 4
 //! ```
 //!
 //! # Congestion points
@@ -54,12 +66,21 @@
 //! `port × 8 + priority` (top bit set for an input CP). `ctl stats --json` lists the CPs under
 //! `cps`, the trace records every CNM as an event `"cnm"`, and the metrics export them as
 //! `cpswitch_cp_*`.
+//!
+//! `--cp-mode fqcn` makes every CP fair QCN (one CNM per culprit flow, Zhang & Ansari eq.
+//! 7-9); `--cp-mode explicit-rate` makes it the explicit-rate switch of Jain, Jiang et al.
+//! (rate-feedback messages on EtherType 0x88B5 every `--er-interval`, events `"rate_feedback"`).
+//! `--culprit occupancy-deterministic|occupancy-random` sends standard QCN's CNMs to the flow
+//! holding the most octets / a random occupied octet of the CP's queue (made for `--cp input`).
+//! `fqcn` and `explicit-rate` only accept `--culprit arrival`: the program stops naming
+//! `cp.culprit` otherwise.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
 use cnm_proto::{Bytes, Duration, Rate};
+use cp_switch::cp::{CpMode, Culprit};
 use cp_switch::Placement;
 use serde::Deserialize;
 
@@ -238,6 +259,19 @@ pub struct RunArgs {
     #[arg(long, value_name = "0-7")]
     #[serde(default)]
     pub cnm_priority: Option<u8>,
+    /// Congestion-point algorithm: `qcn` (default), `fqcn` or `explicit-rate`.
+    #[arg(long, value_name = "qcn|fqcn|explicit-rate")]
+    #[serde(default)]
+    pub cp_mode: Option<CpMode>,
+    /// Who gets a QCN CNM: `arrival` (default), `occupancy-deterministic` or
+    /// `occupancy-random`.
+    #[arg(long, value_name = "arrival|occupancy-deterministic|occupancy-random")]
+    #[serde(default)]
+    pub culprit: Option<Culprit>,
+    /// Explicit-rate measurement interval T (default 30us scaled by 10Gbit / port rate).
+    #[arg(long, value_name = "DUR")]
+    #[serde(default)]
+    pub er_interval: Option<Duration>,
     /// Static FDB entries (TOML only).
     #[arg(skip)]
     #[serde(default)]
@@ -289,7 +323,10 @@ impl RunArgs {
             cp_set_point,
             cp_weight,
             cp_sample_base,
-            cnm_priority
+            cnm_priority,
+            cp_mode,
+            culprit,
+            er_interval
         );
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);
@@ -395,6 +432,28 @@ port = "p2"
         assert_eq!(f.cp_sample_base, Some(Bytes::new(100_000)));
         assert_eq!(f.cnm_priority, Some(7));
         assert!(Flags::try_parse_from(["cp-switch", "--cp", "sideways"]).is_err());
+        let g = Flags::try_parse_from([
+            "cp-switch",
+            "--port",
+            "p1",
+            "--cp-mode",
+            "explicit-rate",
+            "--culprit",
+            "occupancy-random",
+            "--er-interval",
+            "3ms",
+        ])
+        .unwrap()
+        .run;
+        assert_eq!(g.cp_mode, Some(CpMode::ExplicitRate));
+        assert_eq!(g.culprit, Some(Culprit::OccupancyRandom));
+        assert_eq!(g.er_interval, Some(Duration::from_millis(3)));
+        assert!(Flags::try_parse_from(["cp-switch", "--cp-mode", "fast"]).is_err());
+        assert!(Flags::try_parse_from(["cp-switch", "--culprit", "nobody"]).is_err());
+        let t: RunArgs =
+            toml::from_str("cp_mode = \"fqcn\"\nculprit = \"occupancy-deterministic\"\n").unwrap();
+        assert_eq!(t.cp_mode, Some(CpMode::Fqcn));
+        assert_eq!(t.culprit, Some(Culprit::OccupancyDeterministic));
 
         let file: RunArgs = toml::from_str(
             r#"

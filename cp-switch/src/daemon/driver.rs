@@ -129,6 +129,15 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
     if let Some(w) = args.cp_weight {
         cfg.cp.cp_feedback_weight = w;
     }
+    if let Some(m) = args.cp_mode {
+        cfg.cp.mode = m;
+    }
+    if let Some(c) = args.culprit {
+        cfg.cp.culprit = c;
+    }
+    if let Some(t) = args.er_interval {
+        cfg.cp.er_interval = Some(t);
+    }
     if let Some(b) = args.cp_sample_base {
         cfg.cp.cp_min_sample_base = b;
     }
@@ -529,5 +538,35 @@ mod tests {
         };
         let e = bridge_config(&bad).unwrap_err().to_string();
         assert!(e.contains("cp.cnpv[0]"), "{e}");
+    }
+
+    #[test]
+    fn variant_modes_reach_the_bridge_and_nonsense_is_refused() {
+        use cnm_proto::Duration;
+        use cp_switch::{CpMode, Culprit};
+        let args = RunArgs {
+            ports: vec!["p1".parse().unwrap(), "p2".parse().unwrap()],
+            cp: Some(Placement::Input),
+            culprit: Some(Culprit::OccupancyRandom),
+            ..Default::default()
+        };
+        let cfg = bridge_config(&args).unwrap();
+        assert_eq!(cfg.cp.culprit, Culprit::OccupancyRandom);
+        let args = RunArgs {
+            cp_mode: Some(CpMode::ExplicitRate),
+            culprit: None,
+            er_interval: Some(Duration::from_millis(3)),
+            ..args
+        };
+        let cfg = bridge_config(&args).unwrap();
+        assert_eq!(cfg.cp.mode, CpMode::ExplicitRate);
+        assert_eq!(cfg.cp.er_interval, Some(Duration::from_millis(3)));
+        let bad = RunArgs {
+            cp_mode: Some(CpMode::Fqcn),
+            culprit: Some(Culprit::OccupancyDeterministic),
+            ..args
+        };
+        let e = bridge_config(&bad).unwrap_err().to_string();
+        assert!(e.contains("cp.culprit") && e.contains("fqcn"), "{e}");
     }
 }

@@ -4,7 +4,8 @@
 //! through the same request channel as the control socket. Metric names are derived from the
 //! `stats --json` keys, so every counter added to the stats appears here too:
 //! `cpswitch_port_<key>{port="p1"}`, `cpswitch_queue_<key>{port,priority,kind}` and
-//! `cpswitch_cp_<key>{id,port,priority,placement}` (congestion points: samples, CNMs, qlen, ...). Counters (`*_frames`, `*_bytes`,
+//! `cpswitch_cp_<key>{id,port,priority,placement}` (congestion points: samples, CNMs, qlen,
+//! culprits, flows tracked, rate-feedback messages, advertised rate, ...). Counters (`*_frames`, `*_bytes`,
 //! `drops`, `pause_*`, ...) get the `_total` suffix and `# TYPE counter`; levels are gauges.
 //! Off by default; loopback only unless `--metrics-allow-remote`.
 
@@ -116,6 +117,10 @@ fn is_counter(key: &str) -> bool {
         || key.starts_with("pause_")
         || key.starts_with("cnm_")
         || key == "samples"
+        || key.starts_with("rate_fb_")
+        || key == "culprits"
+        || key == "culprit_fallbacks"
+        || key == "flow_overflow"
 }
 
 /// Renders a `stats --json` object as Prometheus text.

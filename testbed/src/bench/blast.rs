@@ -193,7 +193,7 @@ fn coordinate<A, B>(
         }
     }
     let tids = [&shared.blaster_tid, &shared.counter_tid].map(|t| t.load(Ordering::Relaxed));
-    let cpu0 = tids.map(thread_cpu_ticks);
+    let cpu0 = tids.map(thread_cpu_ns);
     let t0 = phy::clock::now();
     let (s0, r0) = (
         shared.sent.load(Ordering::Relaxed),
@@ -207,10 +207,10 @@ fn coordinate<A, B>(
         shared.sent.load(Ordering::Relaxed),
         shared.received.load(Ordering::Relaxed),
     );
-    let cpu1 = tids.map(thread_cpu_ticks);
+    let cpu1 = tids.map(thread_cpu_ns);
     let secs = t1.saturating_since(t0).as_secs_f64();
     let share = |i: usize| match (cpu0[i], cpu1[i]) {
-        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / USER_HZ / secs),
+        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / 1e9 / secs),
         _ => None,
     };
     Ok(Window {
@@ -222,10 +222,6 @@ fn coordinate<A, B>(
     })
 }
 
-/// Clock ticks per second of the times in `/proc/*/stat` (`USER_HZ`, fixed at 100 in the Linux
-/// user ABI, see proc(5) and `times(2)`).
-const USER_HZ: f64 = 100.0;
-
 /// The kernel thread id of the calling thread (from `/proc/thread-self`, which links to
 /// `<pid>/task/<tid>`); 0 if unknown.
 fn current_tid() -> u32 {
@@ -235,18 +231,15 @@ fn current_tid() -> u32 {
         .unwrap_or(0)
 }
 
-/// CPU time (user + system, in `USER_HZ` ticks) of thread `tid` of this process.
-fn thread_cpu_ticks(tid: u32) -> Option<u64> {
+/// CPU time (nanoseconds on a CPU, from `/proc/self/task/<tid>/schedstat`, whose first
+/// field is the scheduler's exact run time; see the kernel's `Documentation/scheduler/
+/// sched-stats.rst`) of thread `tid` of this process.
+fn thread_cpu_ns(tid: u32) -> Option<u64> {
     if tid == 0 {
         return None;
     }
-    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
-    // Fields after the parenthesised name start at field 3 (state); utime and stime are
-    // fields 14 and 15 (proc(5)).
-    let mut rest = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let utime: u64 = rest.next()?.parse().ok()?;
-    let stime: u64 = rest.next()?.parse().ok()?;
-    Some(utime + stime)
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// A token that differs between measurements of one run and between runs.

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::rc::Rc;
 
 /// Consecutive polls of one node at one instant after which it is pushed 1 ns forward.
-const SPIN_LIMIT: u32 = 64;
+pub const SPIN_LIMIT: u32 = 64;
 
 /// Index of a node, in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -710,8 +710,10 @@ impl Sim {
         self.run_until(end);
     }
 
-    /// Runs until no frame is in flight and no node has work, or until `limit`; periodic
-    /// records stop mattering then. Returns true if the network went idle.
+    /// Runs until no frame is in flight and no node has a wake-up pending, or until `limit`;
+    /// returns true if the network went idle. Nodes with periodic timers (an agent whose
+    /// limiters are engaged runs its RP timer) never go idle: use [`Sim::run_until`] and
+    /// [`Sim::frames_in_flight`] for them.
     pub fn run_until_idle(&mut self, limit: Instant) -> bool {
         while let Some(Reverse(e)) = self.heap.peek() {
             if e.t > limit {
@@ -870,6 +872,11 @@ impl Sim {
             }
             Kind::Sample => {
                 self.sample();
+                if self.trace.is_none() {
+                    // Keep the cores' bounded event logs from filling (and counting losses)
+                    // when nobody reads them.
+                    self.write_trace(false);
+                }
                 let next = self.now + self.opts.sample_interval;
                 self.push(next, Kind::Sample);
             }

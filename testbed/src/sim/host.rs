@@ -54,6 +54,8 @@ struct App {
     held: usize,
     buf: Vec<u8>,
     refused: u64,
+    /// Past its stop instant with nothing held: never due again.
+    done: bool,
 }
 
 /// A simulated host.
@@ -93,6 +95,7 @@ impl HostNode {
                 buf: vec![0; spec.frame_len.max(64)],
                 held: 0,
                 refused: 0,
+                done: false,
                 spec,
             })
             .collect();
@@ -150,6 +153,7 @@ impl HostNode {
             loop {
                 if app.held == 0 {
                     if now >= app.spec.stop {
+                        app.done = true;
                         break;
                     }
                     match app.src.next(now, &mut self.rng, &mut app.buf) {
@@ -201,7 +205,7 @@ impl SimNode for HostNode {
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
         for app in &self.apps {
             // A held frame is retried whenever the agent's queue moves (its own timeout).
-            if app.held == 0 {
+            if app.held == 0 && !app.done {
                 let due = app.src.next_due().max(app.spec.start);
                 if due < app.spec.stop {
                     earliest(due);

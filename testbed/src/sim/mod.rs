@@ -41,10 +41,24 @@
 //! each line with a `node` field; pcap files of chosen links; a summary (per-link
 //! utilisation, drops, queue mean/std/p99, per-node summaries).
 //!
+//! * **Hosts** ([`host::HostNode`]) run the production [`rp_agent::Agent`] with the agent's
+//!   own traffic models and sink as applications, plus optional TCP-like incast endpoints
+//!   ([`tcp`]) whose segments enter the agent like any host frame.
+//!
+//! # Speed and memory
+//! Measured on the 2-core development machine (shared with other builds), release build, the
+//! 4-flow QCN dumbbell of `scenarios/sim/dumbbell4.toml` (10 Gb/s, 1500-octet frames, no
+//! trace): 1 s of virtual time in about 2.1-2.3 s of wall time, 0.78 M frame deliveries and
+//! 0.39 M bottleneck frames per wall-clock second, 4.2 M events; resident memory 7.8 MB after
+//! 1 s as after 100 ms (buffers are recycled: every queue is bounded by configuration, the
+//! links by rate × delay). `cargo run --release -p testbed --example sim_bench` prints these.
+//! Profile (perf): the agent's `poll_uplink` (22 %) and `poll_timeout` (10 %, a scan of its
+//! flow table), frame copies (15 %), the event heap (9 %), the engine's dispatch (4 %).
+//!
 //! # Modules
-//! [`engine`] (clock, events, links, nodes), [`node`] (the node interface and the switch
-//! adapter), [`stats`] (queue histograms, utilisation), [`topo`] (TOML topology files),
-//! [`cli`] (`testbed sim TOPOLOGY.toml`).
+//! [`engine`] (clock, events, links, nodes), [`node`] (the node interface), [`host`] (agent
+//! hosts), [`tcp`] (TCP-like transport for incast), [`stats`] (queue histograms,
+//! utilisation), [`topo`] (TOML topology files), [`cli`] (`testbed sim TOPOLOGY.toml`).
 
 pub mod cli;
 pub mod engine;
