@@ -12,7 +12,7 @@
 //!   (QCN-REFERENCE §5), fidelity measured, everything torn down on exit, error or Ctrl-C.
 //!
 //! Variants (`--variant`, `testbed compare --modes`) change the congestion points of every
-//! switch (`output`, `input`, `off`) and/or the reaction points of every host (`qcn-bs`,
+//! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
 pub mod netns;
@@ -49,14 +49,16 @@ impl Mode {
     }
 }
 
-/// The variants a run can apply: congestion-point placements of every switch and
-/// reaction-point modes of every host. A variant is `CP`, `RP` or `CP/RP` (`input/qcn-bs`);
-/// `qcn` alone leaves the file as it is.
+/// The variants a run can apply: congestion-point placements (`output`, `input`, `off`) and
+/// modes (`fqcn`) of every switch, reaction-point modes of every host (`adaptive-bc`,
+/// `qcn-bs`, `adaptive-bc+qcn-bs`), or both (`explicit-rate`: the CPs advertise rates, the RPs
+/// follow them). Combine with `/` (`input/qcn-bs`); `qcn` alone leaves the file as it is.
 pub const VARIANTS: &[&str] = &[
     "qcn",
     "output",
     "input",
     "off",
+    "fqcn",
     "adaptive-bc",
     "qcn-bs",
     "adaptive-bc+qcn-bs",
@@ -113,12 +115,23 @@ pub struct RunOutcome {
 
 const PLACEMENTS: &[&str] = &["output", "input", "off"];
 
-/// Applies a variant to the scenario: `switch.*.bridge.cp.placement` and/or
-/// `host.*.agent.rp_mode`.
+/// Applies a variant to the scenario: `switch.*.bridge.cp.placement`, `switch.*.bridge.cp.mode`
+/// and/or `host.*.agent.rp_mode`.
 pub fn apply_variant(sc: &Scenario, variant: &str) -> anyhow::Result<Scenario> {
     let mut sets = Vec::new();
     for part in variant.split('/') {
         if part == "qcn" {
+            continue;
+        }
+        if part == "fqcn" || part == "explicit-rate" {
+            sets.extend(
+                sc.topo
+                    .switch
+                    .keys()
+                    .map(|s| format!("switch.{s}.bridge.cp.mode={part}")),
+            );
+        }
+        if part == "fqcn" {
             continue;
         }
         if PLACEMENTS.contains(&part) {
@@ -437,6 +450,15 @@ mod tests {
             assert_eq!(a["rp_mode"].as_str(), Some("qcn-bs"));
         }
         assert!(apply_variant(&sc, "fastest").is_err());
+        let er = apply_variant(&sc, "explicit-rate").unwrap();
+        let b = er.topo.switch["sw0"].bridge.clone().unwrap();
+        assert_eq!(b["cp"]["mode"].as_str(), Some("explicit-rate"));
+        let a = er.topo.host["h0"].agent.clone().unwrap();
+        assert_eq!(a["rp_mode"].as_str(), Some("explicit-rate"));
+        let f = apply_variant(&sc, "fqcn").unwrap();
+        let b = f.topo.switch["sw0"].bridge.clone().unwrap();
+        assert_eq!(b["cp"]["mode"].as_str(), Some("fqcn"));
+        assert!(f.topo.host["h0"].agent.is_none());
         let same = apply_variant(&sc, "qcn").unwrap();
         assert_eq!(same.tree, sc.tree);
     }

@@ -228,6 +228,21 @@ pub fn switch_config(
         .clone()
         .try_into()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("switch.{sw}.bridge: {}", e.message()))?;
+    // The explicit-rate CP's interval and floor, when given, follow the time scale too.
+    if let Some(cp) = bridge.get_mut("cp").and_then(|v| v.as_table_mut()) {
+        if let Some(d) = parsed.cp.er_interval {
+            cp.insert(
+                "er_interval".into(),
+                s(crate::scenario::scale_dur(d, k.loop_mul)),
+            );
+        }
+        if let Some(r) = parsed.cp.er_min_rate {
+            cp.insert(
+                "er_min_rate".into(),
+                s(crate::scenario::scale_rate(r, k.rate_div)),
+            );
+        }
+    }
     let mut lossless = bridge
         .get("lossless")
         .and_then(|v| v.as_table())
