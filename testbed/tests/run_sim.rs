@@ -67,3 +67,35 @@ fn sim_dumbbell_summary_is_sane() {
     assert!(dir.join("bottleneck.pcap").metadata().unwrap().len() > 24);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sim_compare_qcn_fqcn_off() {
+    let sc = scenario::load(
+        "dumbbell",
+        &[
+            "duration=100ms".to_string(),
+            "scenario.window=[\"50ms\", \"100ms\"]".to_string(),
+        ],
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("run-compare-{}", std::process::id()));
+    let mut opts = RunOptions::new(Mode::Sim);
+    opts.quiet = true;
+    opts.no_plots = true;
+    let variants: Vec<String> = ["qcn", "fqcn", "off"].map(String::from).to_vec();
+    let (outs, rep) = testbed::run::compare(&sc, &variants, &opts, &dir).unwrap();
+    assert_eq!(outs.len(), 3);
+    assert!(dir.join("compare.md").exists());
+    for v in &variants {
+        assert!(dir.join(v).join("summary.json").exists(), "{v}");
+    }
+    let s = |i: usize| &outs[i].report.summary;
+    // FQCN: equal shares of the 10 Gb/s port.
+    assert!(s(1).jain.unwrap() >= 0.98, "fqcn Jain {:?}", s(1).jain);
+    // No congestion points: the drop-tail queue sits at the 150 KB buffer, no CNMs.
+    let q_off = s(2).bottlenecks[0].queue_mean_bytes.unwrap();
+    assert!(q_off > 120_000.0, "{q_off}");
+    assert!(s(2).flows.iter().all(|f| f.cnm_rx == 0));
+    assert!(rep.table.contains("fqcn"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
