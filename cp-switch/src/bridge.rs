@@ -89,6 +89,9 @@ const FDB_SWEEP: Duration = Duration::from_secs(1);
 enum QueueRef {
     Input(usize, usize),
     Output(usize),
+    /// A frame that arrived but was dropped (queue full): a copy of its first octets, how many,
+    /// and the port it arrived on.
+    Dropped([u8; HDR_LEN], usize, u16),
 }
 
 /// The bridge.
@@ -629,7 +632,11 @@ impl Bridge {
         let ib = &mut self.inbufs[i * P + p];
         if !ib.fits(bytes.len()) {
             ib.counters.drops += 1;
+            let qlen = ib.bytes();
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::InputFull);
+            if !exempt {
+                self.cp_dropped_arrival(now, i * P + p, Placement::Input, bytes, i as u16, qlen);
+            }
             return;
         }
         let Some(mut f) = self.pool.frame(bytes, now, i as u16) else {
@@ -722,6 +729,50 @@ impl Bridge {
         }
     }
 
+    /// A frame that reached the CP's queue but was dropped because the queue was full is
+    /// still an arrival for the congestion point: QCN samples every arrival, after the enqueue
+    /// decision (802.1Q-2011 32.8; QCN-REFERENCE §2), so a full queue keeps producing CNMs at
+    /// its arrival rate rather than at its (much slower) admission rate. The CNM is built from
+    /// the dropped frame itself.
+    #[cold]
+    #[inline(never)]
+    fn cp_dropped_arrival(
+        &mut self,
+        now: Instant,
+        q: usize,
+        placement: Placement,
+        frame: &[u8],
+        ingress: u16,
+        qlen: u64,
+    ) {
+        if self.cp_placement != placement {
+            return;
+        }
+        let k = self.cp_slot[q];
+        if k == NO_CP {
+            return;
+        }
+        let k = usize::from(k);
+        let a = Arrival {
+            now,
+            frame,
+            qlen,
+            ingress: PortId(ingress),
+        };
+        let fb = self.cps[k].arrival(&a, &mut self.rng);
+        // The frame never occupies the queue: undo the occupancy the CP just counted.
+        let flow = self.cps[k].last_flow();
+        if flow != NO_FLOW {
+            self.cps[k].departure(flow, frame.len());
+        }
+        if let Some(fb) = fb {
+            let mut hdr = [0u8; HDR_LEN];
+            let n = frame.len().min(HDR_LEN);
+            hdr[..n].copy_from_slice(&frame[..n]);
+            self.congestion_feedback(now, k, QueueRef::Dropped(hdr, n, ingress), fb);
+        }
+    }
+
     /// CP `k` sampled the frame last enqueued at `at` with `Fb < 0`: builds one CNM per target
     /// the CP chose (802.1Q-2011 32.8, 33.4) — from the sampled frame (standard) or from the
     /// stored header of the culprit flow (FQCN, occupancy culprits) — and queues it on the
@@ -737,6 +788,10 @@ impl Bridge {
                 let frame = match at {
                     QueueRef::Input(q, o) => self.inbufs[q].back(o),
                     QueueRef::Output(q) => self.outqs[q].back(),
+                    QueueRef::Dropped(h, n, ingress) => {
+                        self.send_cnm(now, k, &h[..n], usize::from(ingress), target.qntz_fb, fb);
+                        continue;
+                    }
                 };
                 let Some(f) = frame else {
                     continue;
@@ -948,6 +1003,10 @@ impl Bridge {
             self.rings[r].advance(still);
             if !fits {
                 // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
+                if !f.cn_exempt {
+                    let qlen = self.outqs[r].bytes();
+                    self.cp_dropped_arrival(at, r, Placement::Output, &f.buf, f.ingress, qlen);
+                }
                 self.pool.recycle(f);
                 self.outqs[r].counters.drops += 1;
                 self.drop_frame(at, PortId(o as u16), Some(p), DropReason::OutputFull);

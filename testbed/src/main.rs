@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
+//! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
 //! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--capture] [--seed N] [--set K=V]...
 //! testbed list
@@ -144,6 +145,21 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// QCN loop: CNM reaction latency, cost of CP sampling, rp-agent throughput.
+    Qcn {
+        /// Traffic time of the latency part and window of the throughput parts.
+        #[arg(long, default_value = "3s")]
+        duration: Duration,
+        /// Warm-up before each window.
+        #[arg(long, default_value = "500ms")]
+        warmup: Duration,
+        /// Rounds of the CP on/off comparison (interleaved; medians reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -255,6 +271,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 rounds,
             };
             let report = forwarding::run(&cfg)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Qcn {
+            duration,
+            warmup,
+            rounds,
+            json,
+        }) => {
+            signals::install().context("installing signal handlers")?;
+            let cfg = testbed::bench::qcn::Config {
+                duration,
+                warmup,
+                rounds,
+                cp_switch: testbed::bench::qcn::sibling_binary("cp-switch"),
+                rp_agent: testbed::bench::qcn::sibling_binary("rp-agent"),
+            };
+            let report = testbed::bench::qcn::run(&cfg)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

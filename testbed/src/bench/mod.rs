@@ -3,10 +3,13 @@
 //! * [`forwarding`] — `testbed bench forwarding`: frames/s and Gb/s through a veth pair, the
 //!   Linux bridge and cp-switch, measured in one run with the testbed's own raw-socket blaster
 //!   and counter ([`blast`]).
+//! * [`qcn`] — `testbed bench qcn`: CNM reaction latency, forwarding cost of CP sampling,
+//!   rp-agent throughput with 1 and 64 rate-limited flows.
 
 pub mod blast;
 pub mod forwarding;
 pub mod frame;
+pub mod qcn;
 pub mod report;
 
 pub use report::{Measurement, Outcome, PathKind, Report, Row};

@@ -1,0 +1,785 @@
+//! `testbed bench qcn`: three measurements of the QCN loop on namespaces, printed side by side
+//! (numbers only, nothing asserted).
+//!
+//! 1. **Reaction latency** — from the moment the congestion point sends a CNM to the moment the
+//!    reaction point has applied the new rate. Topology `h1:eth0 — sw:p1 [cp-switch] sw:p2 —
+//!    h2:eth0`, p2 shaped to 100 Mb/s, output CP on priority 3 (sample base 30 KB for many
+//!    CNMs); `rp-agent` in h1 (line rate 1 Gb/s, TAP `qcn0`); a writer in h1 pushes frames for
+//!    h2 into the TAP as fast as the agent takes them. Both daemons run with `--trace`: cp-switch
+//!    writes an `"event":"cnm"` record per CNM and rp-agent a `"event":"cnm"` record once the
+//!    decrease is applied, both stamped `at` in CLOCK_MONOTONIC nanoseconds of the same machine.
+//!    Each switch CNM is paired with the first unused agent record at or after it that carries
+//!    the same QntzFb (CNMs travel one FIFO path, so order is kept); the latency distribution
+//!    is over the pairs (p50, p99, max).
+//! 2. **Forwarding cost of CP sampling** — the forwarding benchmark's blaster and counter
+//!    ([`super::blast`]) through `cp-switch --default-priority 3` (the blaster's untagged test
+//!    frames are priority 3, a CNPV) with `--cp output` and with `--cp off`, interleaved for
+//!    `rounds` rounds; the median of each and the ratio.
+//! 3. **rp-agent throughput TAP → uplink** — `h1:qcn0 [rp-agent] h1:eth0 — h2:eth0` (a veth
+//!    pair, no switch). A writer in h1 sends frames of [`AGENT_FRAME`] octets into
+//!    the TAP, cycling over 1 or 64 destination MACs (the agent's flow key is (DA, priority), so
+//!    that is 1 or 64 flows). Each flow is made rate-limited first: h2 answers the first frame
+//!    of every flow with a CNM (QntzFb 1), and `rpg_max_rate` below the line rate keeps the
+//!    limiter engaged ([`AGENT_LINE`] 10 Gb/s, max 9 Gb/s: far above what the agent forwards,
+//!    so the figure is the agent's per-frame cost with every frame going through a limiter).
+//!    Frames are counted at h2's end of the uplink (`rx_packets` of its veth).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
+use cnm_proto::wire::{build_cnm, walk, CnmParams, CpId, EthernetAddress};
+use cnm_proto::Duration;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::blast::{self, Endpoint};
+use super::report::Measurement;
+use super::BenchError;
+use crate::netns::{self, Child, Lab, Namespace};
+use crate::signals;
+
+/// Frame size of the TAP writer (octets, as the host stack would hand them to the TAP).
+pub const AGENT_FRAME: usize = 1000;
+/// The agent's line rate in part 3.
+pub const AGENT_LINE: &str = "10gbit";
+/// Frame size of the sampling-cost blaster.
+pub const SAMPLING_FRAME: usize = 1500;
+
+/// Settings of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Traffic time of the latency part and measurement window of parts 2 and 3.
+    pub duration: Duration,
+    /// Warm-up before each window.
+    pub warmup: Duration,
+    /// Rounds of part 2 (each round measures `--cp output` then `--cp off`).
+    pub rounds: usize,
+    /// The cp-switch binary.
+    pub cp_switch: PathBuf,
+    /// The rp-agent binary.
+    pub rp_agent: PathBuf,
+}
+
+/// A binary next to the running executable (the same target directory); for a test binary
+/// under `target/*/deps/`, the directory above.
+pub fn sibling_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let here = dir.join(name);
+    if !here.exists() && dir.file_name().is_some_and(|n| n == "deps") {
+        if let Some(up) = dir.parent() {
+            return up.join(name);
+        }
+    }
+    here
+}
+
+/// Part 1.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    /// CNMs the switch traced towards the agent.
+    pub cnms_sent: usize,
+    /// CNMs the agent traced as applied.
+    pub cnms_applied: usize,
+    /// Pairs (switch record, agent record) found.
+    pub pairs: usize,
+    /// Latency percentiles over the pairs, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Smallest.
+    pub min_us: f64,
+    /// Largest.
+    pub max_us: f64,
+}
+
+/// Part 2.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Sampling {
+    /// Received frames/s per round with `--cp output`.
+    pub cp_output_fps: Vec<f64>,
+    /// Received frames/s per round with `--cp off`.
+    pub cp_off_fps: Vec<f64>,
+    /// Medians.
+    pub cp_output_median_fps: f64,
+    /// Median with `--cp off`.
+    pub cp_off_median_fps: f64,
+    /// `cp_output_median_fps / cp_off_median_fps`.
+    pub ratio: f64,
+    /// CP samples taken during the last `--cp output` round.
+    pub samples: u64,
+}
+
+/// Part 3, one row.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentRow {
+    /// Rate-limited flows.
+    pub flows: usize,
+    /// Flows the agent reported limited before the window.
+    pub limited: usize,
+    /// Frames/s at the far end of the uplink.
+    pub fps: f64,
+    /// Gb/s of those frames (uplink frames carry the 802.1Q tag and a CN-TAG: 8 octets more).
+    pub gbps: f64,
+    /// Frames/s the writer handed to the TAP.
+    pub offered_fps: f64,
+}
+
+/// The whole report; a part that failed carries its error instead.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QcnReport {
+    /// Part 1.
+    pub latency: Option<Latency>,
+    /// Part 1's error.
+    pub latency_error: Option<String>,
+    /// Part 2.
+    pub sampling: Option<Sampling>,
+    /// Part 2's error.
+    pub sampling_error: Option<String>,
+    /// Part 3.
+    pub agent: Vec<AgentRow>,
+    /// Part 3's error.
+    pub agent_error: Option<String>,
+    /// fps(64 flows) / fps(1 flow).
+    pub agent_ratio: Option<f64>,
+    /// CPUs of the machine.
+    pub cpus: usize,
+}
+
+impl QcnReport {
+    /// The printed table.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(s, "QCN benchmarks ({} CPUs)", self.cpus);
+        let _ = writeln!(
+            s,
+            "\n1. reaction latency (CP sends CNM -> agent applied rate)"
+        );
+        match (&self.latency, &self.latency_error) {
+            (Some(l), _) => {
+                let _ = writeln!(
+                    s,
+                    "   CNMs sent {} applied {} paired {}: p50 {:.1} us  p99 {:.1} us  min {:.1} us  max {:.1} us",
+                    l.cnms_sent, l.cnms_applied, l.pairs, l.p50_us, l.p99_us, l.min_us, l.max_us
+                );
+            }
+            (None, Some(e)) => {
+                let _ = writeln!(s, "   failed: {e}");
+            }
+            _ => {}
+        }
+        let _ = writeln!(
+            s,
+            "\n2. cp-switch forwarding, {SAMPLING_FRAME} B priority-3 frames, CP on vs off"
+        );
+        match (&self.sampling, &self.sampling_error) {
+            (Some(m), _) => {
+                let _ = writeln!(
+                    s,
+                    "   --cp output {:>10.0} fps (rounds {:?}, {} samples)\n   --cp off    {:>10.0} fps (rounds {:?})\n   ratio output/off {:.3}",
+                    m.cp_output_median_fps,
+                    m.cp_output_fps.iter().map(|x| x.round()).collect::<Vec<_>>(),
+                    m.samples,
+                    m.cp_off_median_fps,
+                    m.cp_off_fps.iter().map(|x| x.round()).collect::<Vec<_>>(),
+                    m.ratio
+                );
+            }
+            (None, Some(e)) => {
+                let _ = writeln!(s, "   failed: {e}");
+            }
+            _ => {}
+        }
+        let _ = writeln!(
+            s,
+            "\n3. rp-agent TAP -> uplink, {AGENT_FRAME} B frames, rate-limited flows (line {AGENT_LINE})"
+        );
+        for r in &self.agent {
+            let _ = writeln!(
+                s,
+                "   {:>3} flows ({} limited): {:>10.0} fps  {:.3} Gb/s  (offered {:.0} fps)",
+                r.flows, r.limited, r.fps, r.gbps, r.offered_fps
+            );
+        }
+        if let Some(r) = self.agent_ratio {
+            let _ = writeln!(s, "   ratio 64/1 flows {r:.3}");
+        }
+        if let Some(e) = &self.agent_error {
+            let _ = writeln!(s, "   failed: {e}");
+        }
+        s
+    }
+}
+
+/// Runs the three parts.
+pub fn run(cfg: &Config) -> Result<QcnReport, BenchError> {
+    if !netns::is_root() {
+        return Err(BenchError::NotRoot);
+    }
+    let mut report = QcnReport {
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        ..QcnReport::default()
+    };
+    match latency(cfg) {
+        Ok(l) => report.latency = Some(l),
+        Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+        Err(e) => report.latency_error = Some(e.to_string()),
+    }
+    match sampling(cfg) {
+        Ok(m) => report.sampling = Some(m),
+        Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+        Err(e) => report.sampling_error = Some(e.to_string()),
+    }
+    for flows in [1usize, 64] {
+        match agent_throughput(cfg, flows) {
+            Ok(r) => report.agent.push(r),
+            Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+            Err(e) => {
+                report.agent_error = Some(format!("{flows} flows: {e}"));
+                break;
+            }
+        }
+    }
+    if let [a, b] = report.agent.as_slice() {
+        if a.fps > 0.0 {
+            report.agent_ratio = Some(b.fps / a.fps);
+        }
+    }
+    Ok(report)
+}
+
+fn other(role: &'static str, msg: impl Into<String>) -> BenchError {
+    BenchError::Io {
+        role,
+        source: std::io::Error::other(msg.into()),
+    }
+}
+
+fn sleep(d: std::time::Duration) -> Result<(), BenchError> {
+    if signals::sleep_or_interrupted(d) {
+        return Err(signals::Interrupted.into());
+    }
+    Ok(())
+}
+
+/// Waits until `path` exists (a daemon's control socket) or `child` exits.
+fn wait_for_socket(child: &mut Child, path: &Path, log: &Path) -> Result<(), BenchError> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !path.exists() {
+        if !child.is_running() || std::time::Instant::now() > deadline {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            return Err(other("daemon", format!("did not start: {text}")));
+        }
+        sleep(std::time::Duration::from_millis(50))?;
+    }
+    Ok(())
+}
+
+/// A working directory under the temporary directory, removed on drop.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new(lab: &Lab) -> Result<WorkDir, BenchError> {
+        let p = std::env::temp_dir().join(format!("{}-qcn", lab.prefix()));
+        std::fs::create_dir_all(&p).map_err(|source| BenchError::Io {
+            role: "workdir",
+            source,
+        })?;
+        Ok(WorkDir(p))
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes frames into the TAP `ifname` of `ns` (from the host side) until `stop`, cycling over
+/// `dsts`; counts frames handed over in `sent`.
+fn tap_writer(
+    ns: &Namespace,
+    ifname: &str,
+    src: [u8; 6],
+    dsts: &[[u8; 6]],
+    stop: &AtomicBool,
+    sent: &AtomicU64,
+) -> Result<(), BenchError> {
+    let role = "tap writer";
+    if let Some(name) = ns.name() {
+        phy::netns::enter(name).map_err(|source| BenchError::Io { role, source })?;
+    }
+    let cfg = AfPacketConfig {
+        rx_blocks: 1,
+        tx_blocks: 64,
+        promiscuous: false,
+        ..AfPacketConfig::default()
+    };
+    let mut port =
+        AfPacketPort::open(ifname, &cfg).map_err(|source| BenchError::Port { role, source })?;
+    let mut frames: Vec<Vec<u8>> = dsts
+        .iter()
+        .map(|d| {
+            let mut f = vec![0u8; AGENT_FRAME];
+            super::frame::build(&mut f, *d, src, 0x5143_4e31, super::frame::Kind::Data, 0);
+            f
+        })
+        .collect();
+    let mut seq = 0u64;
+    let mut drain = |_: &[u8]| {};
+    while !stop.load(Ordering::Relaxed) {
+        let mut queued = 0;
+        loop {
+            let k = (seq % frames.len() as u64) as usize;
+            let f = &mut frames[k];
+            super::frame::set_seq(f, seq);
+            if !port
+                .send(f)
+                .map_err(|source| BenchError::Port { role, source })?
+            {
+                break;
+            }
+            seq += 1;
+            queued += 1;
+            if queued >= 256 {
+                break;
+            }
+        }
+        port.flush()
+            .map_err(|source| BenchError::Port { role, source })?;
+        sent.store(seq, Ordering::Relaxed);
+        port.recv_batch(64, &mut drain)
+            .map_err(|source| BenchError::Port { role, source })?;
+        if queued == 0 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn read_events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == "cnm")
+        .collect()
+}
+
+/// Part 1.
+fn latency(cfg: &Config) -> Result<Latency, BenchError> {
+    let lab = Lab::new("qlat")?;
+    let work = WorkDir::new(&lab)?;
+    let h1 = lab.ns("h1")?;
+    let sw = lab.ns("sw")?;
+    let h2 = lab.ns("h2")?;
+    for ns in [&h1, &sw, &h2] {
+        ns.disable_ipv6()?;
+    }
+    lab.veth((&h1, "eth0"), (&sw, "p1"))?.offloads_off()?.up()?;
+    lab.veth((&sw, "p2"), (&h2, "eth0"))?.offloads_off()?.up()?;
+    let h2_mac = h2.mac("eth0")?;
+
+    let sw_trace = work.path("sw.jsonl");
+    let sw_ctl = work.path("sw.sock");
+    let sw_log = work.path("sw.log");
+    let mut switch = sw.spawn_logged(
+        &[
+            cfg.cp_switch.as_os_str(),
+            "--port".as_ref(),
+            "p1".as_ref(),
+            "--port".as_ref(),
+            "p2,rate=100mbit".as_ref(),
+            "--cp".as_ref(),
+            "output".as_ref(),
+            "--cp-sample-base".as_ref(),
+            "30KB".as_ref(),
+            "--trace".as_ref(),
+            sw_trace.as_os_str(),
+            "--ctl".as_ref(),
+            sw_ctl.as_os_str(),
+        ],
+        &sw_log,
+    )?;
+    wait_for_socket(&mut switch, &sw_ctl, &sw_log)?;
+
+    let conf = work.path("agent.toml");
+    std::fs::write(
+        &conf,
+        "line_rate = \"1gbit\"\n[rp]\nrpg_ai_rate = \"0.5mbit\"\nrpg_hai_rate = \"5mbit\"\nrpg_min_rate = \"1mbit\"\n",
+    )
+    .map_err(|source| BenchError::Io {
+        role: "config",
+        source,
+    })?;
+    let a_trace = work.path("agent.jsonl");
+    let a_ctl = work.path("agent.sock");
+    let a_log = work.path("agent.log");
+    let mut agent = h1.spawn_logged(
+        &[
+            cfg.rp_agent.as_os_str(),
+            "--uplink".as_ref(),
+            "eth0".as_ref(),
+            "--tap".as_ref(),
+            "qcn0".as_ref(),
+            "--config".as_ref(),
+            conf.as_os_str(),
+            "--trace".as_ref(),
+            a_trace.as_os_str(),
+            "--ctl".as_ref(),
+            a_ctl.as_os_str(),
+        ],
+        &a_log,
+    )?;
+    wait_for_socket(&mut agent, &a_ctl, &a_log)?;
+    h1.set_up("qcn0")?;
+    let tap_mac = h1.mac("qcn0")?;
+
+    let stop = AtomicBool::new(false);
+    let sent = AtomicU64::new(0);
+    std::thread::scope(|s| -> Result<(), BenchError> {
+        let w = s.spawn(|| tap_writer(&h1, "qcn0", tap_mac, &[h2_mac], &stop, &sent));
+        let r = sleep((cfg.warmup + cfg.duration).to_std());
+        stop.store(true, Ordering::Relaxed);
+        w.join().map_err(|_| BenchError::Panicked("tap writer"))??;
+        r
+    })?;
+    let _ = agent.stop(std::time::Duration::from_secs(3));
+    let _ = switch.stop(std::time::Duration::from_secs(3));
+
+    let tap = netns::format_mac(tap_mac);
+    let sw_events: Vec<Value> = read_events(&sw_trace)
+        .into_iter()
+        .filter(|v| v["dst"] == tap.as_str())
+        .collect();
+    let a_events = read_events(&a_trace);
+    let mut used = vec![false; a_events.len()];
+    let mut lat = Vec::new();
+    let mut j0 = 0;
+    for e in &sw_events {
+        let (Some(t), Some(q)) = (e["at"].as_u64(), e["qntz_fb"].as_u64()) else {
+            continue;
+        };
+        // The first unused agent record at or after the CNM, within 100 ms, same QntzFb.
+        while j0 < a_events.len() && a_events[j0]["at"].as_u64().unwrap_or(0) < t {
+            j0 += 1;
+        }
+        for (j, a) in a_events.iter().enumerate().skip(j0) {
+            let at = a["at"].as_u64().unwrap_or(0);
+            if at > t + 100_000_000 {
+                break;
+            }
+            if !used[j] && a["qntz_fb"].as_u64() == Some(q) {
+                used[j] = true;
+                lat.push((at - t) as f64 / 1e3);
+                break;
+            }
+        }
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok(Latency {
+        cnms_sent: sw_events.len(),
+        cnms_applied: a_events.len(),
+        pairs: lat.len(),
+        p50_us: percentile(&lat, 0.5),
+        p99_us: percentile(&lat, 0.99),
+        min_us: lat.first().copied().unwrap_or(f64::NAN),
+        max_us: lat.last().copied().unwrap_or(f64::NAN),
+    })
+}
+
+/// Part 2.
+fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
+    let lab = Lab::new("qsmp")?;
+    let work = WorkDir::new(&lab)?;
+    let h1 = lab.ns("h1")?;
+    let sw = lab.ns("sw")?;
+    let h2 = lab.ns("h2")?;
+    for ns in [&h1, &sw, &h2] {
+        ns.disable_ipv6()?;
+    }
+    lab.veth((&h1, "eth0"), (&sw, "p1"))?.offloads_off()?.up()?;
+    lab.veth((&sw, "p2"), (&h2, "eth0"))?.offloads_off()?.up()?;
+    let ep = |ns: &Namespace| -> Result<Endpoint, BenchError> {
+        Ok(Endpoint {
+            ns: ns.clone(),
+            ifname: "eth0".to_owned(),
+            mac: ns.mac("eth0")?,
+        })
+    };
+    let (tx, rx) = (ep(&h1)?, ep(&h2)?);
+    let spec = blast::Spec {
+        size: SAMPLING_FRAME,
+        warmup: cfg.warmup,
+        window: cfg.duration,
+    };
+    let mut out = Sampling::default();
+    for _ in 0..cfg.rounds.max(1) {
+        for mode in ["output", "off"] {
+            let ctl = work.path(&format!("sw-{mode}.sock"));
+            let log = work.path(&format!("sw-{mode}.log"));
+            let mut child = sw.spawn_logged(
+                &[
+                    cfg.cp_switch.as_os_str(),
+                    "--port".as_ref(),
+                    "p1".as_ref(),
+                    "--port".as_ref(),
+                    "p2".as_ref(),
+                    "--default-priority".as_ref(),
+                    "3".as_ref(),
+                    "--cp".as_ref(),
+                    mode.as_ref(),
+                    "--ctl".as_ref(),
+                    ctl.as_os_str(),
+                ],
+                &log,
+            )?;
+            wait_for_socket(&mut child, &ctl, &log)?;
+            let m: Measurement = blast::measure(&tx, &rx, &spec)?;
+            if mode == "output" {
+                out.cp_output_fps.push(m.rx_fps);
+                out.samples = cp_samples(&cfg.cp_switch, &ctl);
+            } else {
+                out.cp_off_fps.push(m.rx_fps);
+            }
+            let _ = child.stop(std::time::Duration::from_secs(3));
+            let _ = std::fs::remove_file(&ctl);
+        }
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    out.cp_output_median_fps = median(&out.cp_output_fps);
+    out.cp_off_median_fps = median(&out.cp_off_fps);
+    out.ratio = out.cp_output_median_fps / out.cp_off_median_fps;
+    Ok(out)
+}
+
+/// Total CP samples of a running cp-switch (0 when unknown).
+fn cp_samples(bin: &Path, ctl: &Path) -> u64 {
+    let Ok(out) = std::process::Command::new(bin)
+        .arg("ctl")
+        .arg("--socket")
+        .arg(ctl)
+        .args(["stats", "--json"])
+        .output()
+    else {
+        return 0;
+    };
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| {
+            v["cps"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["samples"].as_u64()).sum())
+        })
+        .unwrap_or(0)
+}
+
+fn rx_packets(ns: &Namespace, ifname: &str) -> Result<u64, BenchError> {
+    let text = ns.exec(&[
+        "cat",
+        &format!("/sys/class/net/{ifname}/statistics/rx_packets"),
+    ])?;
+    text.trim()
+        .parse()
+        .map_err(|_| other("counter", format!("rx_packets: {text:?}")))
+}
+
+/// Part 3 for `flows` flows.
+fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> {
+    let lab = Lab::new("qagt")?;
+    let work = WorkDir::new(&lab)?;
+    let h1 = lab.ns("h1")?;
+    let h2 = lab.ns("h2")?;
+    for ns in [&h1, &h2] {
+        ns.disable_ipv6()?;
+    }
+    lab.veth((&h1, "eth0"), (&h2, "eth0"))?
+        .offloads_off()?
+        .up()?;
+    let conf = work.path("agent.toml");
+    // rpg_max_rate below the line rate: a limiter, once created by a CNM, is never released.
+    std::fs::write(
+        &conf,
+        format!(
+            "line_rate = \"{AGENT_LINE}\"\nmax_flows = 256\n[rp]\nrpg_max_rate = \"9gbit\"\nrpg_time_reset = \"60s\"\n"
+        ),
+    )
+    .map_err(|source| BenchError::Io {
+        role: "config",
+        source,
+    })?;
+    let ctl = work.path("agent.sock");
+    let log = work.path("agent.log");
+    let mut agent = h1.spawn_logged(
+        &[
+            cfg.rp_agent.as_os_str(),
+            "--uplink".as_ref(),
+            "eth0".as_ref(),
+            "--tap".as_ref(),
+            "qcn0".as_ref(),
+            "--config".as_ref(),
+            conf.as_os_str(),
+            "--ctl".as_ref(),
+            ctl.as_os_str(),
+        ],
+        &log,
+    )?;
+    wait_for_socket(&mut agent, &ctl, &log)?;
+    h1.set_up("qcn0")?;
+    let tap_mac = h1.mac("qcn0")?;
+    let dsts: Vec<[u8; 6]> = (0..flows)
+        .map(|i| [0x02, 0x71, 0x61, 0x67, (i >> 8) as u8, i as u8])
+        .collect();
+
+    // h2 answers the first frame of every flow with a CNM, until told to stop.
+    let stop_cnm = Arc::new(AtomicBool::new(false));
+    let cnm_thread = {
+        let h2 = h2.clone();
+        let stop = Arc::clone(&stop_cnm);
+        let dsts = dsts.clone();
+        std::thread::spawn(move || cnm_responder(&h2, &dsts, &stop))
+    };
+    let stop = AtomicBool::new(false);
+    let sent = AtomicU64::new(0);
+    let result = std::thread::scope(|s| -> Result<AgentRow, BenchError> {
+        let w = s.spawn(|| tap_writer(&h1, "qcn0", tap_mac, &dsts, &stop, &sent));
+        let measure = || -> Result<AgentRow, BenchError> {
+            // Every flow limited (or give up after 5 s), then the warm-up, then the window.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let mut limited = 0;
+            while std::time::Instant::now() < deadline {
+                limited = limited_flows(&cfg.rp_agent, &ctl);
+                if limited >= flows {
+                    break;
+                }
+                sleep(std::time::Duration::from_millis(100))?;
+            }
+            stop_cnm.store(true, Ordering::Relaxed);
+            sleep(cfg.warmup.to_std())?;
+            let (r0, s0, t0) = (
+                rx_packets(&h2, "eth0")?,
+                sent.load(Ordering::Relaxed),
+                phy::clock::now(),
+            );
+            sleep(cfg.duration.to_std())?;
+            let (r1, s1, t1) = (
+                rx_packets(&h2, "eth0")?,
+                sent.load(Ordering::Relaxed),
+                phy::clock::now(),
+            );
+            let secs = t1.saturating_since(t0).as_secs_f64();
+            let fps = r1.saturating_sub(r0) as f64 / secs;
+            Ok(AgentRow {
+                flows,
+                limited,
+                fps,
+                gbps: fps * (AGENT_FRAME + 8) as f64 * 8.0 / 1e9,
+                offered_fps: s1.saturating_sub(s0) as f64 / secs,
+            })
+        };
+        let r = measure();
+        stop.store(true, Ordering::Relaxed);
+        w.join().map_err(|_| BenchError::Panicked("tap writer"))??;
+        r
+    });
+    stop_cnm.store(true, Ordering::Relaxed);
+    cnm_thread
+        .join()
+        .map_err(|_| BenchError::Panicked("cnm responder"))??;
+    let _ = agent.stop(std::time::Duration::from_secs(3));
+    result
+}
+
+/// Flows of the agent whose limiter is engaged.
+fn limited_flows(bin: &Path, ctl: &Path) -> usize {
+    let Ok(out) = std::process::Command::new(bin)
+        .arg("ctl")
+        .arg("--socket")
+        .arg(ctl)
+        .args(["show", "flows", "--json"])
+        .output()
+    else {
+        return 0;
+    };
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| {
+            v.as_array()
+                .map(|a| a.iter().filter(|f| f["state"] != "released").count())
+        })
+        .unwrap_or(0)
+}
+
+/// In `ns`, answers the first frame seen for each of `dsts` with a CNM (QntzFb 1) to its
+/// source, until `stop`.
+fn cnm_responder(ns: &Namespace, dsts: &[[u8; 6]], stop: &AtomicBool) -> Result<(), BenchError> {
+    let role = "cnm responder";
+    if let Some(name) = ns.name() {
+        phy::netns::enter(name).map_err(|source| BenchError::Io { role, source })?;
+    }
+    let mut port = AfPacketPort::open("eth0", &AfPacketConfig::default())
+        .map_err(|source| BenchError::Port { role, source })?;
+    let me = EthernetAddress([0x02, 0x71, 0x63, 0x70, 0, 1]);
+    let mut answered = vec![false; dsts.len()];
+    let mut out = [0u8; 128];
+    while !stop.load(Ordering::Relaxed) {
+        let mut pending: Vec<Vec<u8>> = Vec::new();
+        port.recv_batch(256, &mut |f| {
+            let Ok(info) = walk(f) else { return };
+            let Some(k) = dsts.iter().position(|d| *d == info.dst.0) else {
+                return;
+            };
+            if answered[k] {
+                return;
+            }
+            let p = CnmParams {
+                cp_mac: me,
+                cpid: CpId::output(me, 1, 3),
+                qntz_fb: 1,
+                q_offset: 1,
+                q_delta: 0,
+                cnm_priority: 6,
+                default_priority: 3,
+                max_msdu: 64,
+            };
+            if let Ok(n) = build_cnm(f, &p, &mut out) {
+                answered[k] = true;
+                pending.push(out[..n].to_vec());
+            }
+        })
+        .map_err(|source| BenchError::Port { role, source })?;
+        for f in &pending {
+            let _ = port
+                .send(f)
+                .map_err(|source| BenchError::Port { role, source })?;
+        }
+        port.flush()
+            .map_err(|source| BenchError::Port { role, source })?;
+        // Answer again later if a CNM was lost before the flow became limited.
+        if answered.iter().all(|a| *a) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            answered.iter_mut().for_each(|a| *a = false);
+        } else {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
