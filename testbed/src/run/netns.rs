@@ -411,7 +411,16 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
 
     let mut ns: BTreeMap<String, Namespace> = BTreeMap::new();
     for n in shape.switches.iter().chain(&shape.hosts) {
-        ns.insert(n.clone(), lab.ns(n)?);
+        let space = lab.ns(n)?;
+        // No IPv6 autoconfiguration chatter (router solicitations, DAD) on the experiment's
+        // links: only the scenario's traffic crosses the switches.
+        let _ = space.exec(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+        ns.insert(n.clone(), space);
         if signals::requested() {
             bail!("interrupted");
         }
