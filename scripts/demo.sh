@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# The project's demo: builds the workspace, writes a capture of frames emitted by cnm-proto
-# (CN-tagged data, CNMs built from them, PAUSE, PFC, LLDP with the CN TLV, rate feedback and one
-# deliberately malformed CNM) and decodes it three ways: cnm-dump as text, cnm-dump as JSON,
-# and tshark with the project's Wireshark dissector.
+# The project's demo, start to finish in a few minutes:
+#   1. installs what is missing (scripts/install-deps.sh) and builds the workspace in release mode;
+#   2. runs the default scenario, `dumbbell` (4 greedy senders -> one switch port under standard
+#      QCN, capacity step down and back up), in network namespaces with the real cp-switch and
+#      rp-agent daemons at time scale S = 100 (100 Mb/s links), capturing the bottleneck port and
+#      the CNMs sent to the first sender;
+#   3. prints the summary table (per-flow rates, Jain's index, utilization, queue statistics,
+#      CNMs) and the paths of the plots and report.md;
+#   4. decodes the captured CNMs with cnm-dump and with tshark and the project's dissector.
 #
-# Output goes to results/demo/ (override with RESULTS_DIR).
+# Without root (network namespaces need it) the scenario runs in the simulator instead.
+# Environment: RESULTS_DIR (default results/demo), DEMO_DURATION (netns run length, default 30s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 results="${RESULTS_DIR:-results/demo}"
 target="${CARGO_TARGET_DIR:-target}"
+duration="${DEMO_DURATION:-30s}"
 
 scripts/install-deps.sh
 
@@ -20,20 +27,41 @@ fi
 
 echo "== cargo build --release"
 cargo build --release --workspace --quiet
-cargo build --release -p cnm-proto --example demo_pcap --quiet
 
-mkdir -p "$results"
-pcap="$results/demo.pcap"
-"$target/release/examples/demo_pcap" "$pcap"
-echo "wrote $pcap"
+testbed="$target/release/testbed"
+# A crashed earlier run may have left namespaces behind.
+if [ "$(id -u)" -eq 0 ]; then
+  "$testbed" down >/dev/null 2>&1 || true
+fi
+
+rm -rf "$results"
+mkdir -p "$(dirname "$results")"
+if [ "$(id -u)" -eq 0 ]; then
+  echo
+  echo "== testbed run dumbbell --mode netns --capture (S = 100, $duration)"
+  "$testbed" run dumbbell --mode netns --capture --out "$results" \
+    --set "scenario.netns.duration=$duration"
+else
+  echo
+  echo "demo: not root, so no network namespaces; running the dumbbell in the simulator" >&2
+  echo "== testbed run dumbbell --mode sim --capture (first 300 ms)"
+  "$testbed" run dumbbell --mode sim --capture --out "$results" \
+    --set duration=300ms --set 'scenario.window=["150ms", "300ms"]'
+fi
+
+pcap="$results/cnms.pcap"
+if [ ! -s "$pcap" ]; then
+  echo "demo: no CNM capture in $results" >&2
+  exit 0
+fi
 
 echo
-echo "== cnm-dump $pcap"
-"$target/release/cnm-dump" "$pcap"
+echo "== cnm-dump $pcap | head -n 8"
+"$target/release/cnm-dump" "$pcap" | head -n 8 || true
 
 echo
-echo "== cnm-dump --json $pcap | head -n 4"
-"$target/release/cnm-dump" --json "$pcap" | head -n 4
+echo "== cnm-dump --json $pcap | head -n 2"
+"$target/release/cnm-dump" --json "$pcap" | head -n 2 || true
 
 echo
 if command -v tshark >/dev/null 2>&1; then
@@ -43,8 +71,11 @@ if command -v tshark >/dev/null 2>&1; then
   if ! tshark -G protocols 2>/dev/null | grep -q -P '\tcnm$'; then
     lua=(-X "lua_script:scripts/wireshark/qcn.lua")
   fi
-  echo "== tshark${lua[*]:+ ${lua[*]}} -r $pcap"
-  tshark "${lua[@]}" -r "$pcap" 2>/dev/null | tee "$results/tshark.txt"
+  echo "== tshark${lua[*]:+ ${lua[*]}} -r $pcap | head -n 8"
+  tshark "${lua[@]}" -r "$pcap" 2>/dev/null | head -n 8 | tee "$results/tshark.txt"
 else
   echo "demo: tshark not installed; skipping the Wireshark decoding" >&2
 fi
+
+echo
+echo "report: $results/report.md"

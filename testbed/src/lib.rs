@@ -16,5 +16,7 @@ pub mod analysis;
 pub mod bench;
 pub mod netns;
 pub mod report;
+pub mod run;
+pub mod scenario;
 pub mod signals;
 pub mod sim;

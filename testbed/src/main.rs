@@ -4,6 +4,10 @@
 //! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
+//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--capture] [--seed N] [--set K=V]...
+//! testbed list
+//! testbed compare SCENARIO --modes qcn,off [--mode netns|sim] [--out DIR] [--set K=V]...
+//! testbed sim TOPOLOGY.toml
 //! ```
 #![forbid(unsafe_code)]
 
@@ -15,7 +19,7 @@ use clap::{Parser, Subcommand};
 use cnm_proto::Duration;
 
 use testbed::bench::forwarding;
-use testbed::{netns, signals};
+use testbed::{netns, run, scenario, signals};
 
 #[derive(Debug, Parser)]
 #[command(name = "testbed", version, about = "Experiments for the QCN dataplane")]
@@ -26,6 +30,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario (built-in name or TOML path) on namespaces or in the simulator.
+    Run(RunCmd),
+    /// List the built-in scenarios.
+    List,
+    /// Run one scenario under several congestion-point variants, side by side.
+    Compare(CompareCmd),
     /// Run a topology in the deterministic virtual-time simulator.
     Sim(testbed::sim::cli::SimArgs),
     /// Benchmarks.
@@ -43,6 +53,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, clap::Args)]
+struct Common {
+    /// A built-in scenario (`testbed list`) or a scenario TOML file.
+    scenario: String,
+    /// Where to run it.
+    #[arg(long, value_enum, default_value = "netns")]
+    mode: run::Mode,
+    /// Seed (default: the file's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override a scenario field: `duration=2s`, `links.sw0-r0.rate=50mbit`, `link.2.delay=1us`,
+    /// `scenario.netns.duration=10s` (see `testbed::scenario`).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Capture the bottleneck port into bottleneck.pcap.
+    #[arg(long)]
+    capture: bool,
+    /// Directory of the cp-switch and rp-agent binaries (default: next to this program).
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Skip the plots.
+    #[arg(long)]
+    no_plots: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunCmd {
+    #[command(flatten)]
+    common: Common,
+    /// Results directory (default results/<scenario>-<mode>-<timestamp>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Variant: CP placement (output, input, off), RP mode (qcn-bs, adaptive-bc, ...) or CP/RP.
+    #[arg(long)]
+    variant: Option<String>,
+    /// Print the summary JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareCmd {
+    #[command(flatten)]
+    common: Common,
+    /// Variants to compare: CP placements, RP modes or CP/RP (e.g. qcn,off,input/qcn-bs).
+    #[arg(long, value_delimiter = ',', default_value = "qcn,off")]
+    modes: Vec<String>,
+    /// Results directory (default results/<scenario>-<mode>-compare-<timestamp>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+impl Common {
+    fn options(&self) -> run::RunOptions {
+        let mut o = run::RunOptions::new(self.mode);
+        o.seed = self.seed;
+        o.capture = self.capture;
+        o.bin_dir = self.bin_dir.clone();
+        o.quiet = self.quiet;
+        o.no_plots = self.no_plots;
+        o
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -102,6 +179,46 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::List => {
+            for (name, desc) in scenario::list() {
+                println!("{name:<14} {desc}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(cmd) => {
+            signals::install().context("installing signal handlers")?;
+            let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
+            let mut opts = cmd.common.options();
+            opts.out = cmd.out;
+            opts.variant = cmd.variant;
+            let out = run::run_scenario(&sc, &opts)?;
+            if cmd.json {
+                println!("{}", out.report.summary.to_json());
+            } else {
+                run::print_outcome(&out);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare(cmd) => {
+            signals::install().context("installing signal handlers")?;
+            let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
+            let opts = cmd.common.options();
+            let dir = cmd.out.unwrap_or_else(|| {
+                PathBuf::from("results").join(format!(
+                    "{}-{}-compare-{}",
+                    sc.name,
+                    cmd.common.mode.as_str(),
+                    run::timestamp()
+                ))
+            });
+            let (_, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            print!("{}", rep.table);
+            println!("results: {}", dir.display());
+            for f in &rep.files {
+                println!("  {}", f.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;
             Ok(ExitCode::SUCCESS)

@@ -1,0 +1,162 @@
+//! `testbed run` on namespaces end to end (root only): a short dumbbell run gives a sane
+//! summary and leaves no namespace or process behind, also when interrupted by SIGINT.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RUN_ENV: &str = "TESTBED_RUN";
+
+fn out_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("run-netns-{}-{tag}", std::process::id()))
+}
+
+fn testbed() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_testbed"));
+    // The daemons are next to the test binary's parent directory (target/<profile>).
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    c.arg("run").arg("--bin-dir").arg(dir);
+    c
+}
+
+fn prefix_of(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("lab-prefix.txt"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Pids of processes carrying `TESTBED_RUN=<prefix>`.
+fn processes_of(prefix: &str) -> Vec<u32> {
+    let want = format!("{RUN_ENV}={prefix}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn namespaces_of(prefix: &str) -> Vec<String> {
+    testbed::netns::list_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .collect()
+}
+
+fn assert_clean(prefix: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (n, p) = (namespaces_of(prefix), processes_of(prefix));
+        if n.is_empty() && p.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: namespaces {n:?}, processes {p:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn netns_dumbbell_end_to_end_and_interrupted() {
+    if !testbed::netns::can_run_network_tests("netns_dumbbell_end_to_end_and_interrupted") {
+        return;
+    }
+    // 1. A short complete run: 8 s of schedule (steps at 8/3 s and 16/3 s).
+    let dir = out_dir("full");
+    let status = testbed()
+        .args([
+            "dumbbell",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.netns.duration=8s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let prefix = prefix_of(&dir).unwrap();
+    assert_clean(&prefix);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s["mode"], "netns");
+    assert_eq!(s["time_scale"], 100.0);
+    let flows = s["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 4);
+    let total: f64 = flows.iter().map(|f| f["mean_bps"].as_f64().unwrap()).sum();
+    // The 100 Mb/s bottleneck (10 Gb/s ÷ 100) is shared, never exceeded.
+    assert!((20e6..=105e6).contains(&total), "sum of flow rates {total}");
+    assert!(
+        flows.iter().any(|f| f["cnm_rx"].as_u64().unwrap() > 0),
+        "no CNMs: {s}"
+    );
+    let b = &s["bottlenecks"][0];
+    let util = b["utilization"].as_f64().unwrap();
+    assert!((0.2..=1.05).contains(&util), "utilization {util}");
+    let q = b["queue_mean_bytes"].as_f64().unwrap();
+    assert!(q < 150_000.0, "queue mean {q} above the buffer");
+    assert!(s["faithful"].is_boolean());
+    assert!(dir.join("trace-sw0.jsonl").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // 2. Interrupted mid-run by SIGINT: exit status 130, nothing left.
+    let dir = out_dir("int");
+    let mut child = testbed()
+        .args([
+            "dumbbell",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.netns.duration=30s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the generators run.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("gen-f3.jsonl").exists() {
+        assert!(Instant::now() < deadline, "the run did not start");
+        assert!(child.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let prefix = prefix_of(&dir).unwrap();
+    assert!(!namespaces_of(&prefix).is_empty());
+    assert!(!processes_of(&prefix).is_empty());
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "testbed run ignored SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert_clean(&prefix);
+    let _ = std::fs::remove_dir_all(&dir);
+}
