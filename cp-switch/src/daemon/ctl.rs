@@ -8,9 +8,6 @@
 //! never shares its state behind a lock. The socket machinery is [`cnm_proto::phy::ctl`]; this
 //! module holds the switch's commands.
 
-use std::path::Path;
-use std::sync::mpsc::SyncSender;
-
 use cnm_proto::phy::ctl as socket;
 use cnm_proto::{Duration, Rate};
 
@@ -47,9 +44,8 @@ pub enum Command {
 
 impl Command {
     /// Parses the command words (`["set", "rate", "p1", "10mbit"]`).
-    pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Command, String> {
-        let w: Vec<&str> = words.iter().map(|s| s.as_ref()).collect();
-        match w.as_slice() {
+    pub fn parse(w: &[&str]) -> Result<Command, String> {
+        match w {
             ["show", "ports"] => Ok(Command::ShowPorts),
             ["show", "fdb"] => Ok(Command::ShowFdb),
             ["show", "queues"] => Ok(Command::ShowQueues),
@@ -85,16 +81,6 @@ impl Command {
 
 /// A command on its way to the dataplane, with the channel for its answer.
 pub type Request = socket::Request<Command>;
-
-/// Parses one command line's words for the control socket.
-fn parse(words: &[&str]) -> Result<Command, String> {
-    Command::parse(words)
-}
-
-/// Binds the control socket at `path` (see [`CtlServer::start`]) for the switch's commands.
-pub fn start(path: &Path, tx: SyncSender<Request>) -> std::io::Result<CtlServer> {
-    CtlServer::start(path, tx, parse)
-}
 
 /// Prints an array of flat objects as an aligned text table (the non-`--json` output of `ctl`).
 pub fn print_table(rows: &serde_json::Value) -> String {

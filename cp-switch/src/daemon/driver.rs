@@ -22,7 +22,7 @@ use cp_switch::{Bridge, BridgeConfig, LosslessMode, PortConfig, PortId};
 use serde_json::{json, Value};
 
 use super::cli::{self, RunArgs};
-use super::ctl::{self, Command};
+use super::ctl::{self, Command, CtlServer};
 use super::metrics::MetricsServer;
 
 /// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
@@ -221,7 +221,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (req_tx, req_rx) = ctl::channel();
     let _ctl = match &args.ctl {
         Some(p) => Some(
-            ctl::start(p, req_tx.clone())
+            CtlServer::start(p, req_tx.clone(), Command::parse)
                 .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,

@@ -5,9 +5,6 @@
 //! through a channel; the dataplane answers between two batches from its own state. The socket
 //! machinery is [`cnm_proto::phy::ctl`]; this module holds the agent's commands.
 
-use std::path::Path;
-use std::sync::mpsc::SyncSender;
-
 use cnm_proto::phy::ctl as socket;
 
 pub use socket::{answer_pending, channel, client, CtlServer};
@@ -23,9 +20,8 @@ pub enum Command {
 
 impl Command {
     /// Parses the command words.
-    pub fn parse<S: AsRef<str>>(words: &[S]) -> Result<Command, String> {
-        let w: Vec<&str> = words.iter().map(|s| s.as_ref()).collect();
-        match w.as_slice() {
+    pub fn parse(w: &[&str]) -> Result<Command, String> {
+        match w {
             ["show", "flows"] => Ok(Command::ShowFlows),
             ["stats"] => Ok(Command::Stats),
             _ => Err(format!(
@@ -34,19 +30,6 @@ impl Command {
             )),
         }
     }
-}
-
-/// A command with the channel for its answer.
-pub type Request = socket::Request<Command>;
-
-/// Parses one command line's words for the control socket.
-fn parse(words: &[&str]) -> Result<Command, String> {
-    Command::parse(words)
-}
-
-/// Binds the control socket at `path` (see [`CtlServer::start`]) for the agent's commands.
-pub fn start(path: &Path, tx: SyncSender<Request>) -> std::io::Result<CtlServer> {
-    CtlServer::start(path, tx, parse)
 }
 
 /// Columns shown first, in this order (the rest follow alphabetically).

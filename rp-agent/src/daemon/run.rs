@@ -23,7 +23,7 @@ use cnm_proto::{Duration, Rate};
 use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
 use serde_json::{json, Value};
 
-use super::ctl::{self, Command};
+use super::ctl::{self, Command, CtlServer};
 use super::{prepare_offloads, DaemonError};
 
 /// Frames taken from one descriptor per loop iteration.
@@ -213,7 +213,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (req_tx, req_rx) = ctl::channel();
     let _ctl = match &args.ctl {
         Some(p) => Some(
-            ctl::start(p, req_tx.clone()).map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
+            CtlServer::start(p, req_tx.clone(), Command::parse)
+                .map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,
     };
