@@ -13,6 +13,8 @@
 //!   host side of a reaction-point agent.
 //! * [`PipePort`] — an in-memory pair of bounded frame queues for tests.
 //! * [`pcap`] — classic libpcap capture files, writer and reader.
+//! * [`ctl`], [`trace`] — the daemons' control socket (generic over the command type) and
+//!   their `--trace` JSON-lines writer; safe code only.
 //! * [`clock`], [`poll`] — the monotonic clock and `ppoll` with nanosecond timeouts.
 //! * [`iface`], [`offload`], [`netns`] — interface facts (index, MAC, MTU, flags), ethtool
 //!   offload control and network-namespace entry.
@@ -28,6 +30,7 @@ use std::os::fd::RawFd;
 
 mod af_packet;
 pub mod clock;
+pub mod ctl;
 pub mod iface;
 pub mod netns;
 pub mod offload;
@@ -35,6 +38,7 @@ pub mod pcap;
 mod pipe;
 pub mod poll;
 mod tap;
+pub mod trace;
 
 pub use af_packet::{AfPacketConfig, AfPacketPort};
 pub use pipe::PipePort;

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use cnm_proto::phy::trace::TraceWriter;
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
@@ -23,7 +24,6 @@ use serde_json::{json, Value};
 use super::cli::{self, RunArgs};
 use super::ctl::{self, Command, CtlServer};
 use super::metrics::MetricsServer;
-use super::trace::TraceWriter;
 
 /// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
 const BATCH: usize = 64;
@@ -221,7 +221,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (req_tx, req_rx) = ctl::channel();
     let _ctl = match &args.ctl {
         Some(p) => Some(
-            CtlServer::start(p, req_tx.clone())
+            CtlServer::start(p, req_tx.clone(), Command::parse)
                 .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,
@@ -324,7 +324,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             bridge.drain_events(&mut |_| {});
         }
 
-        ctl::answer_pending(&req_rx, |cmd| handle_command(&mut bridge, &slots, cmd));
+        ctl::answer_pending(&req_rx, |cmd| handle_command(&mut bridge, &slots, &cmd));
 
         // Sleep until a port is readable, the bridge has a departure due, or a housekeeping
         // deadline passes.

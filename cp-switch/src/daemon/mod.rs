@@ -1,9 +1,8 @@
 //! The `cp-switch` daemon around the sans-IO bridge: command line and TOML ([`cli`]), the
 //! dataplane loop ([`driver`]), the control socket ([`ctl`]), Prometheus metrics ([`metrics`])
-//! and the JSON-lines trace ([`trace`]).
+//! and the JSON-lines trace ([`cnm_proto::phy::trace`]).
 
 pub mod cli;
 pub mod ctl;
 pub mod driver;
 pub mod metrics;
-pub mod trace;

@@ -1,10 +1,9 @@
 //! The `rp-agent` binary around the sans-IO [`rp_agent::Agent`]: the TAP ⇄ uplink daemon
 //! ([`run`]), the generator and sink modes ([`traffic`]), the control socket ([`ctl`]) and the
-//! JSON-lines trace ([`trace`]).
+//! JSON-lines trace ([`cnm_proto::phy::trace`]).
 
 pub mod ctl;
 pub mod run;
-pub mod trace;
 pub mod traffic;
 
 use cnm_proto::phy;

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use cnm_proto::phy::trace::TraceWriter;
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
@@ -23,7 +24,6 @@ use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
 use serde_json::{json, Value};
 
 use super::ctl::{self, Command, CtlServer};
-use super::trace::TraceWriter;
 use super::{prepare_offloads, DaemonError};
 
 /// Frames taken from one descriptor per loop iteration.
@@ -213,7 +213,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (req_tx, req_rx) = ctl::channel();
     let _ctl = match &args.ctl {
         Some(p) => Some(
-            CtlServer::start(p, req_tx.clone())
+            CtlServer::start(p, req_tx.clone(), Command::parse)
                 .map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,

@@ -1,10 +1,9 @@
 //! `--trace FILE`: JSON lines written by a background thread.
 //!
-//! The dataplane formats a record (a queue-occupancy snapshot every `--trace-interval`, or an
-//! event: drop, pause on/off, CNM sent, rate change) and hands the line to the writer thread through a
-//! bounded channel with `try_send`: a slow disk can never stall forwarding. Lines that do not fit
-//! are counted in [`TraceWriter::lost`] and reported at exit. The same record shapes are written
-//! by the simulator, so one analysis path reads both.
+//! The dataplane formats a record (a queue-occupancy snapshot, or an event: drop, pause on/off,
+//! CNM, rate change) and hands the line to the writer thread through a bounded channel with
+//! `try_send`: a slow disk can never stall forwarding. Lines that do not fit are counted in
+//! [`TraceWriter::lost`] and reported at exit.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -91,7 +90,7 @@ mod tests {
 
     #[test]
     fn writes_every_line_then_flushes() {
-        let path = std::env::temp_dir().join(format!("cpsw-trace-{}.jsonl", std::process::id()));
+        let path = std::env::temp_dir().join(format!("cnmp-trace-{}.jsonl", std::process::id()));
         let mut t = TraceWriter::create(&path).unwrap();
         for i in 0..1000 {
             t.record(format!("{{\"i\":{i}}}"));
