@@ -44,8 +44,10 @@ const BOTTLENECK: &str = "100mbit";
 const BOTTLENECK_BPS: f64 = 100e6;
 /// The agents' line rate.
 const LINE_BPS: u64 = 1_000_000_000;
-/// How long the traffic runs.
+/// How long the traffic runs (measured part).
 const TRAFFIC_SECS: u64 = 8;
+/// Start-up seconds iperf3 leaves out of its results (`-O`).
+const OMIT_SECS: u64 = 2;
 
 /// The agents' configuration (see the module documentation for the choices).
 const AGENT_TOML: &str = r#"line_rate = "1gbit"
@@ -391,6 +393,10 @@ fn iperf_pair(net: &Net) -> (std::thread::JoinHandle<[f64; 2]>, Vec<Child>) {
                         port,
                         "-t",
                         &TRAFFIC_SECS.to_string(),
+                        // Leave TCP slow start and the first congestion notifications out of
+                        // the average: the claim is about the controlled steady state.
+                        "-O",
+                        &OMIT_SECS.to_string(),
                         "-J",
                     ])
                     .unwrap();
