@@ -7,6 +7,7 @@
 //!   down before exit.
 //! * [`bench`](mod@bench) — `testbed bench forwarding`: frames/s through a veth pair, the Linux bridge
 //!   and cp-switch, measured in the same run with the testbed's own blaster and counter.
+//! * [`bins`] — where the workspace's binaries are (next to the running program).
 //! * [`analysis`] — the run model both worlds fill, trace reader, metrics (Jain, max-min
 //!   shares, convergence, queue statistics), fidelity check, `summary.json`.
 //! * [`report`] — results directory: CSV, plots, `report.md`, comparisons, terminal tables.
@@ -14,6 +15,7 @@
 
 pub mod analysis;
 pub mod bench;
+pub mod bins;
 pub mod netns;
 pub mod report;
 pub mod run;

@@ -289,8 +289,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 duration,
                 warmup,
                 rounds,
-                cp_switch: testbed::bench::qcn::sibling_binary("cp-switch"),
-                rp_agent: testbed::bench::qcn::sibling_binary("rp-agent"),
+                cp_switch: testbed::bins::path("cp-switch"),
+                rp_agent: testbed::bins::path("rp-agent"),
             };
             let report = testbed::bench::qcn::run(&cfg)?;
             if json {

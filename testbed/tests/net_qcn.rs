@@ -69,12 +69,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// A binary of this workspace, next to the test executable's target directory.
 fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let p = dir.join(name);
+    let p = testbed::bins::path(name);
     assert!(
         p.exists(),
         "{} is not built (run `cargo build --workspace` first)",

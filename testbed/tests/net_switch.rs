@@ -11,18 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use testbed::netns::{can_run_network_tests, Child, Lab, Namespace};
 
-/// A binary of this workspace, next to the test executable's target directory.
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    dir.join(name)
-}
-
 fn cp_switch() -> PathBuf {
-    let p = workspace_bin("cp-switch");
+    let p = testbed::bins::path("cp-switch");
     assert!(
         p.exists(),
         "{} is not built (run `cargo build --workspace` first)",

@@ -15,12 +15,7 @@ fn out_dir(tag: &str) -> PathBuf {
 fn testbed() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_testbed"));
     // The daemons are next to the test binary's parent directory (target/<profile>).
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    c.arg("run").arg("--bin-dir").arg(dir);
+    c.arg("run").arg("--bin-dir").arg(testbed::bins::dir());
     c
 }
 

@@ -492,17 +492,8 @@ fn simulator_makes_the_scripted_decisions() {
 // ---------------------------------------------------------------------------------------
 // The namespace half.
 
-fn workspace_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    dir.join(name)
-}
-
 fn cp_switch() -> PathBuf {
-    let p = workspace_bin("cp-switch");
+    let p = testbed::bins::path("cp-switch");
     assert!(
         p.exists(),
         "{} is not built (run `cargo build --workspace` first)",

@@ -55,18 +55,9 @@ impl Default for Config {
     }
 }
 
-/// `cp-switch` next to the running executable (the same cargo target directory); for a test
-/// binary under `target/*/deps/`, the directory above.
+/// `cp-switch` next to the running executable ([`crate::bins`]).
 pub fn default_cp_switch_path() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?;
-    let here = dir.join("cp-switch");
-    if !here.exists() && dir.file_name().is_some_and(|n| n == "deps") {
-        if let Some(up) = dir.parent() {
-            return Some(up.join("cp-switch"));
-        }
-    }
-    Some(here)
+    Some(crate::bins::path("cp-switch"))
 }
 
 /// MACs of the benchmark hosts (locally administered, IEEE 802-2014 clause 8.3).

@@ -62,20 +62,6 @@ pub struct Config {
     pub rp_agent: PathBuf,
 }
 
-/// A binary next to the running executable (the same target directory); for a test binary
-/// under `target/*/deps/`, the directory above.
-pub fn sibling_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    let here = dir.join(name);
-    if !here.exists() && dir.file_name().is_some_and(|n| n == "deps") {
-        if let Some(up) = dir.parent() {
-            return up.join(name);
-        }
-    }
-    here
-}
-
 /// Part 1.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Latency {

@@ -66,17 +66,7 @@ impl Bins {
             Some(d) => d.to_path_buf(),
             None => match std::env::var_os("TESTBED_BIN_DIR") {
                 Some(d) => PathBuf::from(d),
-                None => {
-                    let exe = std::env::current_exe().context("locating this program")?;
-                    let mut d = exe
-                        .parent()
-                        .map(Path::to_path_buf)
-                        .unwrap_or_else(|| PathBuf::from("."));
-                    if d.file_name().is_some_and(|n| n == "deps") {
-                        d.pop();
-                    }
-                    d
-                }
+                None => crate::bins::dir(),
             },
         };
         let b = Bins {
