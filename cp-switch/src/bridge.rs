@@ -661,51 +661,49 @@ impl Bridge {
         if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
             self.send_pause(now, i, p, on);
         }
-        if self.cp_placement != Placement::Input {
-            return;
-        }
-        let q = i * P + p;
-        let k = self.cp_slot[q];
-        if k == NO_CP {
-            return;
-        }
-        let Some(f) = self.inbufs[q].back(o) else {
-            return;
-        };
-        if f.cn_exempt {
-            return;
-        }
-        let k = usize::from(k);
-        let a = Arrival {
-            now,
-            frame: &f.buf,
-            qlen,
-            ingress: PortId(f.ingress),
-        };
-        let fb = self.cps[k].arrival(&a, &mut self.rng);
-        if self.cp_occupancy {
-            if let Some(f) = self.inbufs[q].back_mut(o) {
-                f.flow = self.cps[k].last_flow();
-            }
-        }
-        if let Some(fb) = fb {
-            self.congestion_feedback(now, k, QueueRef::Input(q, o), fb);
-        }
+        self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
     }
 
     /// Output congestion point hook: a frame entered the output queue of (`o`, `p`), which now
     /// holds `qlen` octets. The standard (output) CP samples here.
     #[inline]
     fn output_enqueued(&mut self, now: Instant, o: usize, p: usize, qlen: u64) {
-        if self.cp_placement != Placement::Output {
+        self.cp_enqueued(now, QueueRef::Output(o * P + p), qlen);
+    }
+
+    /// The frame at the back of `at` (the one just enqueued there), if any. An associated
+    /// function over the two queue sets, so the caller can keep borrowing the CPs and the RNG.
+    #[inline]
+    fn back_of<'a>(
+        inbufs: &'a [InputBuffer],
+        outqs: &'a [OutputQueue],
+        at: QueueRef,
+    ) -> Option<&'a Frame> {
+        match at {
+            QueueRef::Input(q, o) => inbufs[q].back(o),
+            QueueRef::Output(q) => outqs[q].back(),
+            QueueRef::Dropped(..) => None,
+        }
+    }
+
+    /// The congestion point of the queue `at` (if the configured placement puts one there)
+    /// sees the arrival of the frame just enqueued at its back, with the queue now holding
+    /// `qlen` octets; occupancy culprits tag the frame with its flow; `Fb < 0` sends CNMs.
+    #[inline]
+    fn cp_enqueued(&mut self, now: Instant, at: QueueRef, qlen: u64) {
+        let (placement, q) = match at {
+            QueueRef::Input(q, _) => (Placement::Input, q),
+            QueueRef::Output(q) => (Placement::Output, q),
+            QueueRef::Dropped(..) => return,
+        };
+        if self.cp_placement != placement {
             return;
         }
-        let q = o * P + p;
         let k = self.cp_slot[q];
         if k == NO_CP {
             return;
         }
-        let Some(f) = self.outqs[q].back() else {
+        let Some(f) = Self::back_of(&self.inbufs, &self.outqs, at) else {
             return;
         };
         if f.cn_exempt {
@@ -720,12 +718,17 @@ impl Bridge {
         };
         let fb = self.cps[k].arrival(&a, &mut self.rng);
         if self.cp_occupancy {
-            if let Some(f) = self.outqs[q].back_mut() {
+            let back = match at {
+                QueueRef::Input(q, o) => self.inbufs[q].back_mut(o),
+                QueueRef::Output(q) => self.outqs[q].back_mut(),
+                QueueRef::Dropped(..) => None,
+            };
+            if let Some(f) = back {
                 f.flow = self.cps[k].last_flow();
             }
         }
         if let Some(fb) = fb {
-            self.congestion_feedback(now, k, QueueRef::Output(q), fb);
+            self.congestion_feedback(now, k, at, fb);
         }
     }
 
@@ -785,15 +788,11 @@ impl Bridge {
             let target = self.cps[k].targets()[t];
             let mut hdr = [0u8; HDR_LEN];
             let (len, egress) = if target.flow == NO_FLOW {
-                let frame = match at {
-                    QueueRef::Input(q, o) => self.inbufs[q].back(o),
-                    QueueRef::Output(q) => self.outqs[q].back(),
-                    QueueRef::Dropped(h, n, ingress) => {
-                        self.send_cnm(now, k, &h[..n], usize::from(ingress), target.qntz_fb, fb);
-                        continue;
-                    }
-                };
-                let Some(f) = frame else {
+                if let QueueRef::Dropped(h, n, ingress) = at {
+                    self.send_cnm(now, k, &h[..n], usize::from(ingress), target.qntz_fb, fb);
+                    continue;
+                }
+                let Some(f) = Self::back_of(&self.inbufs, &self.outqs, at) else {
                     continue;
                 };
                 let n = f.len().min(HDR_LEN);
