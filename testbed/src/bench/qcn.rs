@@ -24,6 +24,7 @@
 //!    so the figure is the agent's per-frame cost with every frame going through a limiter).
 //!    Frames are counted at h2's end of the uplink (`rx_packets` of its veth).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -403,36 +404,14 @@ fn latency(cfg: &Config) -> Result<Latency, BenchError> {
     )?;
     wait_for_socket(&mut switch, &sw_ctl, &sw_log)?;
 
-    let conf = work.path("agent.toml");
-    std::fs::write(
-        &conf,
-        "line_rate = \"1gbit\"\n[rp]\nrpg_ai_rate = \"0.5mbit\"\nrpg_hai_rate = \"5mbit\"\nrpg_min_rate = \"1mbit\"\n",
-    )
-    .map_err(|source| BenchError::Io {
-        role: "config",
-        source,
-    })?;
     let a_trace = work.path("agent.jsonl");
-    let a_ctl = work.path("agent.sock");
-    let a_log = work.path("agent.log");
-    let mut agent = h1.spawn_logged(
-        &[
-            cfg.rp_agent.as_os_str(),
-            "--uplink".as_ref(),
-            "eth0".as_ref(),
-            "--tap".as_ref(),
-            "qcn0".as_ref(),
-            "--config".as_ref(),
-            conf.as_os_str(),
-            "--trace".as_ref(),
-            a_trace.as_os_str(),
-            "--ctl".as_ref(),
-            a_ctl.as_os_str(),
-        ],
-        &a_log,
+    let (mut agent, _) = start_agent(
+        cfg,
+        &h1,
+        &work,
+        "line_rate = \"1gbit\"\n[rp]\nrpg_ai_rate = \"0.5mbit\"\nrpg_hai_rate = \"5mbit\"\nrpg_min_rate = \"1mbit\"\n",
+        Some(&a_trace),
     )?;
-    wait_for_socket(&mut agent, &a_ctl, &a_log)?;
-    h1.set_up("qcn0")?;
     let tap_mac = h1.mac("qcn0")?;
 
     let stop = AtomicBool::new(false);
@@ -609,36 +588,16 @@ fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> 
     lab.veth((&h1, "eth0"), (&h2, "eth0"))?
         .offloads_off()?
         .up()?;
-    let conf = work.path("agent.toml");
     // rpg_max_rate below the line rate: a limiter, once created by a CNM, is never released.
-    std::fs::write(
-        &conf,
-        format!(
+    let (mut agent, ctl) = start_agent(
+        cfg,
+        &h1,
+        &work,
+        &format!(
             "line_rate = \"{AGENT_LINE}\"\nmax_flows = 256\n[rp]\nrpg_max_rate = \"9gbit\"\nrpg_time_reset = \"60s\"\n"
         ),
-    )
-    .map_err(|source| BenchError::Io {
-        role: "config",
-        source,
-    })?;
-    let ctl = work.path("agent.sock");
-    let log = work.path("agent.log");
-    let mut agent = h1.spawn_logged(
-        &[
-            cfg.rp_agent.as_os_str(),
-            "--uplink".as_ref(),
-            "eth0".as_ref(),
-            "--tap".as_ref(),
-            "qcn0".as_ref(),
-            "--config".as_ref(),
-            conf.as_os_str(),
-            "--ctl".as_ref(),
-            ctl.as_os_str(),
-        ],
-        &log,
+        None,
     )?;
-    wait_for_socket(&mut agent, &ctl, &log)?;
-    h1.set_up("qcn0")?;
     let tap_mac = h1.mac("qcn0")?;
     let dsts: Vec<[u8; 6]> = (0..flows)
         .map(|i| [0x02, 0x71, 0x61, 0x67, (i >> 8) as u8, i as u8])
@@ -777,6 +736,43 @@ fn cnm_responder(ns: &Namespace, dsts: &[[u8; 6]], stop: &AtomicBool) -> Result<
         }
     }
     Ok(())
+}
+
+/// Starts `rp-agent` in `h1` on `eth0` with a TAP `qcn0` (brought up), the agent configuration
+/// `toml`, a control socket and optionally a trace; returns the guard and the socket path once
+/// the socket answers.
+fn start_agent(
+    cfg: &Config,
+    h1: &Namespace,
+    work: &WorkDir,
+    toml: &str,
+    trace: Option<&Path>,
+) -> Result<(Child, PathBuf), BenchError> {
+    let conf = work.path("agent.toml");
+    std::fs::write(&conf, toml).map_err(|source| BenchError::Io {
+        role: "config",
+        source,
+    })?;
+    let ctl = work.path("agent.sock");
+    let log = work.path("agent.log");
+    let mut args: Vec<&OsStr> = vec![
+        cfg.rp_agent.as_os_str(),
+        "--uplink".as_ref(),
+        "eth0".as_ref(),
+        "--tap".as_ref(),
+        "qcn0".as_ref(),
+        "--config".as_ref(),
+        conf.as_os_str(),
+        "--ctl".as_ref(),
+        ctl.as_os_str(),
+    ];
+    if let Some(t) = trace {
+        args.extend(["--trace".as_ref(), t.as_os_str()]);
+    }
+    let mut agent = h1.spawn_logged(&args, &log)?;
+    wait_for_socket(&mut agent, &ctl, &log)?;
+    h1.set_up("qcn0")?;
+    Ok((agent, ctl))
 }
 
 #[cfg(test)]
