@@ -17,24 +17,11 @@ use serde_json::Value;
 const BIN: &str = env!("CARGO_BIN_EXE_cnm-dump");
 
 /// A temporary directory removed on drop, even when the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("qcn-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("qcn-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn run(args: &[&str], file: Option<&Path>) -> Output {
@@ -54,8 +41,8 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .collect()
 }
 
-fn demo_pcap(dir: &TempDir) -> (PathBuf, Vec<DemoFrame>) {
-    let pcap = dir.0.join("demo.pcap");
+fn demo_pcap(dir: &tempfile::TempDir) -> (PathBuf, Vec<DemoFrame>) {
+    let pcap = dir.path().join("demo.pcap");
     let frames = demo::demo_frames().unwrap();
     demo::write_pcap(&pcap, &frames).unwrap();
     (pcap, frames)
@@ -174,7 +161,7 @@ fn check_line(d: &DemoFrame, v: &Value) {
 
 #[test]
 fn json_lines_match_the_demo_frames() {
-    let dir = TempDir::new("dump-json");
+    let dir = temp_dir("dump-json");
     let (pcap, frames) = demo_pcap(&dir);
     let out = run(&["--json"], Some(&pcap));
     assert!(out.status.success(), "{out:?}");
@@ -215,7 +202,7 @@ fn json_lines_match_the_demo_frames() {
 
 #[test]
 fn all_shows_every_frame_and_count_stops_early() {
-    let dir = TempDir::new("dump-all");
+    let dir = temp_dir("dump-all");
     let (pcap, frames) = demo_pcap(&dir);
     let out = run(&["--json", "--all"], Some(&pcap));
     assert!(out.status.success());
@@ -237,7 +224,7 @@ fn all_shows_every_frame_and_count_stops_early() {
 
 #[test]
 fn text_output_has_one_line_per_frame() {
-    let dir = TempDir::new("dump-text");
+    let dir = temp_dir("dump-text");
     let (pcap, frames) = demo_pcap(&dir);
     let out = run(&[], Some(&pcap));
     assert!(out.status.success());
@@ -260,27 +247,27 @@ fn text_output_has_one_line_per_frame() {
 
 #[test]
 fn unreadable_files_exit_2() {
-    let dir = TempDir::new("dump-bad");
-    let missing = dir.0.join("missing.pcap");
+    let dir = temp_dir("dump-bad");
+    let missing = dir.path().join("missing.pcap");
     let out = run(&[], Some(&missing));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.pcap"));
 
-    let not_pcap = dir.0.join("not.pcap");
+    let not_pcap = dir.path().join("not.pcap");
     std::fs::write(&not_pcap, b"this is not a capture file, just some text\n").unwrap();
     let out = run(&["--json"], Some(&not_pcap));
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stdout.is_empty());
     assert!(!out.stderr.is_empty());
 
-    let empty = dir.0.join("empty.pcap");
+    let empty = dir.path().join("empty.pcap");
     std::fs::write(&empty, b"").unwrap();
     assert_eq!(run(&[], Some(&empty)).status.code(), Some(2));
 
     // A valid header cut short.
     let (pcap, _) = demo_pcap(&dir);
     let bytes = std::fs::read(&pcap).unwrap();
-    let short = dir.0.join("short-header.pcap");
+    let short = dir.path().join("short-header.pcap");
     std::fs::write(&short, &bytes[..10]).unwrap();
     assert_eq!(run(&[], Some(&short)).status.code(), Some(2));
 
@@ -290,11 +277,11 @@ fn unreadable_files_exit_2() {
 
 #[test]
 fn truncated_last_record_prints_the_rest_warns_and_exits_0() {
-    let dir = TempDir::new("dump-trunc");
+    let dir = temp_dir("dump-trunc");
     let (pcap, _) = demo_pcap(&dir);
     let full = json_lines(&run(&["--json", "--all"], Some(&pcap)));
     let bytes = std::fs::read(&pcap).unwrap();
-    let cut = dir.0.join("cut.pcap");
+    let cut = dir.path().join("cut.pcap");
     std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
     let out = run(&["--json", "--all"], Some(&cut));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -307,7 +294,7 @@ fn truncated_last_record_prints_the_rest_warns_and_exits_0() {
 
 #[test]
 fn malformed_frames_of_every_kind_do_not_stop_the_run() {
-    let dir = TempDir::new("dump-malformed");
+    let dir = temp_dir("dump-malformed");
     let mut frames = demo::demo_frames().unwrap();
     let good = frames
         .iter()
@@ -349,7 +336,7 @@ fn malformed_frames_of_every_kind_do_not_stop_the_run() {
     });
     let n_bad = bad.len();
     frames.splice(0..0, bad);
-    let pcap = dir.0.join("bad.pcap");
+    let pcap = dir.path().join("bad.pcap");
     demo::write_pcap(&pcap, &frames).unwrap();
     let out = run(&["--json"], Some(&pcap));
     assert!(out.status.success());

@@ -16,24 +16,11 @@ use std::process::Command;
 use demo::{DemoFrame, Expect};
 
 /// A temporary directory removed on drop, even when the test fails.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("qcn-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("qcn-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn have_tshark() -> bool {
@@ -275,12 +262,12 @@ fn tshark_decodes_every_field_of_the_demo_frames() {
         eprintln!("skipped: tshark is not installed (scripts/install-deps.sh installs it)");
         return;
     }
-    let dir = TempDir::new("dissector");
-    let pcap = dir.0.join("demo.pcap");
+    let dir = temp_dir("dissector");
+    let pcap = dir.path().join("demo.pcap");
     let frames = demo::demo_frames().unwrap();
     demo::write_pcap(&pcap, &frames).unwrap();
 
-    let rows = decode(&dir.0, &pcap);
+    let rows = decode(dir.path(), &pcap);
     assert_eq!(rows.len(), frames.len());
     for (i, (d, r)) in frames.iter().zip(&rows).enumerate() {
         assert_eq!(r.num("frame.number"), i as i128 + 1);
@@ -326,7 +313,7 @@ fn tshark_decodes_every_field_of_the_demo_frames() {
             args.push(format!("lldp.ieee.802_1qau.ready.prio{p}"));
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = tshark(&dir.0, &pcap, &args);
+        let out = tshark(dir.path(), &pcap, &args);
         let vals: Vec<&str> = out.trim_end().split('\t').collect();
         assert_eq!(vals.len(), 16, "{out:?}");
         for p in 0..8 {
@@ -351,8 +338,8 @@ fn malformed_cnms_get_an_error_expert_info_and_no_lua_error() {
         eprintln!("skipped: tshark is not installed (scripts/install-deps.sh installs it)");
         return;
     }
-    let dir = TempDir::new("dissector-bad");
-    let pcap = dir.0.join("bad.pcap");
+    let dir = temp_dir("dissector-bad");
+    let pcap = dir.path().join("bad.pcap");
     let good = demo::demo_frames()
         .unwrap()
         .into_iter()
@@ -400,7 +387,7 @@ fn malformed_cnms_get_an_error_expert_info_and_no_lua_error() {
     demo::write_pcap(&pcap, &demo_frames).unwrap();
 
     let out = tshark(
-        &dir.0,
+        dir.path(),
         &pcap,
         &[
             "-T",
@@ -435,6 +422,6 @@ fn malformed_cnms_get_an_error_expert_info_and_no_lua_error() {
         assert!(!line.contains("Lua"), "{label}: {line:?}");
     }
     // And the full tree of each one renders without a Lua error.
-    let verbose = tshark(&dir.0, &pcap, &["-V"]);
+    let verbose = tshark(dir.path(), &pcap, &["-V"]);
     assert!(!verbose.contains("Lua Error"), "{verbose}");
 }
