@@ -38,7 +38,7 @@ fn send(b: &mut Bridge, t: Instant, n: u32) -> Instant {
     let mut t = t;
     for _ in 0..n {
         b.handle_frame(t, PortId(0), &f);
-        t = t + cnm_proto::Duration::from_micros(1);
+        t += cnm_proto::Duration::from_micros(1);
     }
     t
 }
