@@ -14,7 +14,9 @@
 //! * One `rp-agent sink --json` per receiving host, one `rp-agent gen --json` per flow started
 //!   at the flow's (scaled) start time with `--duration` = its active span; the agent
 //!   configuration is the scenario's `[host.X.agent]` with rates ÷ S and the RP timer × S.
-//! * Timed events: link-rate changes through `cp-switch ctl set rate`.
+//! * Timed events: link-rate changes through `cp-switch ctl set rate`; congestion- and
+//!   reaction-point parameter changes through `ctl set cp` / `ctl set rp` ([`super::events`];
+//!   each generator runs with `--ctl`).
 //! * Readiness: each switch's control socket answers; each sink has its packet socket open.
 //! * Measured while running: CPU (/proc/stat and each switch process), the bottleneck port's
 //!   transmitted octets (ctl stats). Afterwards: generator and sink reports, the switches'
@@ -593,12 +595,15 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         actions.push((k.at(f.start), Action::StartFlow(i)));
     }
     for ev in &sc.topo.event {
-        use crate::sim::topo::DirSpec;
-        let Some(li) = shape.link_index(&ev.link) else {
+        use crate::sim::topo::{DirSpec, EventKind};
+        let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+            continue;
+        };
+        let Some(li) = shape.link_index(link) else {
             continue;
         };
         let l = &shape.links[li];
-        let ends: Vec<&super::shape::End> = match ev.dir {
+        let ends: Vec<&super::shape::End> = match dir {
             DirSpec::AToB => vec![&l.a],
             DirSpec::BToA => vec![&l.b],
             DirSpec::Both => vec![&l.a, &l.b],
@@ -610,19 +615,22 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     Action::SetRate {
                         switch: e.node.clone(),
                         port: e.port.clone(),
-                        rate: crate::scenario::scale_rate(ev.rate, k.rate_div),
+                        rate: crate::scenario::scale_rate(rate, k.rate_div),
                     },
                 ));
             } else {
                 run.warnings.push(format!(
-                    "event on {} at {}: a host's line rate cannot change in netns mode",
-                    ev.link, ev.at
+                    "event on {link} at {}: a host's line rate cannot change in netns mode",
+                    ev.at
                 ));
             }
         }
     }
     actions.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut next_action = 0;
+    // CP/RP parameter events: control commands at their time (see super::events).
+    let mut params = super::events::ParamEvents::new(sc, &shape, k)?;
+    let gen_ctl = |f: usize| super::events::gen_ctl(&sock_dir.0, sc, f);
     let mut gens: Vec<GenProc> = Vec::new();
     let bn_switch = bn.map(|li| {
         let e = &shape.links[li].a;
@@ -655,7 +663,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .uplink(&f.src)
                         .map(|li| sc.topo.link[li].rate)
                         .unwrap_or(Rate::from_gbps(1));
-                    let cfg = agent_config(sc, &f.src, uplink_rate, k)?;
+                    let cfg = super::events::agent_config_at(sc, &f.src, uplink_rate, k, f.start)?;
                     let cfg_path = dir.join(format!("rp-agent-{name}.toml"));
                     std::fs::write(&cfg_path, cfg)?;
                     let out = dir.join(format!("gen-{name}.jsonl"));
@@ -672,6 +680,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .arg((seed.wrapping_mul(1000) + *i as u64 + 1).to_string())
                         .arg("--config")
                         .arg(&cfg_path)
+                        .arg("--ctl")
+                        .arg(gen_ctl(*i))
                         .stdout(Stdio::from(std::fs::File::create(&out)?))
                         .stderr(Stdio::from(std::fs::File::create(
                             logs.join(format!("gen-{name}.log")),
@@ -695,6 +705,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             }
             next_action += 1;
         }
+        let switch_ctl = |n: &str| switches.iter().find(|s| s.0 == n).map(|s| s.2.clone());
+        params.fire(now, &switch_ctl, &gen_ctl, &mut run.warnings);
         if now - last_sample >= 0.25 {
             last_sample = now;
             let c = cpu_jiffies();
