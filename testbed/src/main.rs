@@ -228,11 +228,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     run::timestamp()
                 ))
             });
-            let (_, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            let (outs, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            for o in &outs {
+                print!(
+                    "{}",
+                    testbed::report::table::summary_table(&o.report.summary)
+                );
+                println!();
+            }
             print!("{}", rep.table);
             println!("results: {}", dir.display());
             for f in &rep.files {
                 println!("  {}", f.display());
+            }
+            for o in &outs {
+                println!("  {}", o.dir.join("report.md").display());
+                for name in ["bottleneck.pcap", "cnms.pcap"] {
+                    let pcap = o.dir.join(name);
+                    if pcap.exists() {
+                        println!("  {}", pcap.display());
+                    }
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
