@@ -45,12 +45,15 @@
 //! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
-use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
+use crate::config::{
+    alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
+    NUM_PRIORITIES,
+};
 use crate::cp::flows::HDR_LEN;
 use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement, NO_FLOW};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
-use crate::forward::{classify, decide, Decision};
+use crate::forward::{classify, decide, Classified, Decision};
 use crate::outq::OutputQueue;
 use crate::pause::{PauseAction, PauseGen, PauseRx};
 use crate::pool::{Frame, FramePool};
@@ -78,6 +81,15 @@ const NO_CP: u16 = u16::MAX;
 /// Room for the largest CNM: Ethernet header (14) + two VLAN tags (8) + CN-TAG (4) + CNM PDU
 /// with a 64-octet MSDU (24 + 64) = 114 octets.
 const CNM_BUF: usize = 128;
+
+/// Octets of a CN-TAG: EtherType 0x22E9 and the RPID (802.1Q clause 33.3; QCN-REFERENCE §1).
+const CN_TAG_LEN: usize = 4;
+
+/// Offset of a queued frame's CN-TAG, if it has one.
+#[inline]
+fn cn_tag_offset(buf: &[u8]) -> Option<usize> {
+    cnm_proto::wire::walk(buf).ok()?.cn_tag_offset
+}
 
 /// Interval between sweeps of the FDB for aged entries (lookups ignore expired entries in
 /// between, so this only bounds how long they occupy room).
@@ -133,6 +145,8 @@ pub struct Bridge {
     cp_timers: bool,
     /// Some CP accounts per-flow occupancy of its queue (occupancy culprits).
     cp_occupancy: bool,
+    /// Room for a frame rewritten on its way in (edge remapping) or out (CN-TAG removal).
+    scratch: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -151,6 +165,11 @@ struct Port {
     /// Bit p set: the output queue of priority p holds frames.
     backlog: u8,
     counters: PortCounters,
+    /// CND defence `edge` or `interior`: frames leave without their CN-TAG.
+    strip_cn_tag: bool,
+    /// Priority a frame received with priority p is queued at: p itself, or the alternate
+    /// priority for a CNPV on an `edge` port (`crate::config::CndDefense`).
+    remap: [u8; P],
 }
 
 impl Bridge {
@@ -160,6 +179,7 @@ impl Bridge {
         cfg.validate()?;
         let n = cfg.ports.len();
         let max_frame = cfg.max_frame.get();
+        let cnpv = cfg.cp.cnpv_mask();
         let mut fdb = Fdb::new(cfg.fdb.ageing, cfg.fdb.max_entries, rng.next_u64());
         let ports = cfg
             .ports
@@ -190,6 +210,18 @@ impl Bridge {
                     ctl: VecDeque::with_capacity(cfg.buffers.control_frames),
                     backlog: 0,
                     counters: PortCounters::default(),
+                    strip_cn_tag: pc.cnd_defense.strips_cn_tag(),
+                    remap: std::array::from_fn(|p| {
+                        let p = p as u8;
+                        if pc.cnd_defense == CndDefense::Edge && cnpv & (1 << p) != 0 {
+                            // Validated: an edge port has a non-CNPV priority to remap to.
+                            pc.alternate_priority
+                                .or_else(|| alternate_priority(cnpv, p))
+                                .unwrap_or(p)
+                        } else {
+                            p
+                        }
+                    }),
                 }
             })
             .collect();
@@ -198,11 +230,13 @@ impl Bridge {
                 fdb.add_static(s.mac, s.vid.unwrap_or(cfg.pvid), PortId(i as u16));
             }
         }
-        let cnpv = cfg.cp.cnpv_mask();
         let mut cps = Vec::new();
         let mut cp_slot = vec![NO_CP; n * P];
         if cfg.cp.placement != Placement::Off {
             for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
+                if cfg.ports[i].cnd_defense == CndDefense::Disabled {
+                    continue;
+                }
                 for (p, s) in slot.iter_mut().enumerate() {
                     if cnpv & (1 << p) != 0 {
                         // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
@@ -249,6 +283,7 @@ impl Bridge {
             cnm_msdu: cfg.cp.cp_min_header_octets,
             cp_timers: cfg.cp.mode == crate::cp::CpMode::ExplicitRate,
             cp_occupancy: cfg.cp.culprit.uses_occupancy(),
+            scratch: Vec::with_capacity(max_frame as usize),
         })
     }
 
@@ -301,7 +336,33 @@ impl Bridge {
         if c.src.is_unicast() {
             self.fdb.learn(now, c.src, c.vid, ingress);
         }
-        let p = usize::from(c.priority);
+        let mut p = usize::from(c.priority);
+        // An edge port keeps frames from outside the domain out of the CNPV queues; a tagged
+        // frame carries its new priority in the PCP (802.1Q clause 32.4, CND defence).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut frame = frame;
+        let q = usize::from(self.ports[i].remap[p]);
+        if q != p {
+            p = q;
+            self.ports[i].counters.cn_remapped += 1;
+            if let Some(off) = c.vlan_offset {
+                scratch.clear();
+                scratch.extend_from_slice(frame);
+                // walk() checked the tag: the TCI follows the TPID.
+                if let Some(b) = scratch.get_mut(off + 2) {
+                    *b = (*b & 0x1f) | ((q as u8) << 5);
+                }
+                frame = &scratch;
+            }
+        }
+        self.forward(now, i, p, frame, &c);
+        self.scratch = scratch;
+    }
+
+    /// The forwarding decision for a received frame, queued at priority `p`.
+    #[inline]
+    fn forward(&mut self, now: Instant, i: usize, p: usize, frame: &[u8], c: &Classified) {
+        let ingress = PortId(i as u16);
         match decide(&self.fdb, now, ingress, c.dst, c.vid) {
             Decision::Unicast(o) => {
                 if self.ports[o.index()].up {
@@ -522,6 +583,8 @@ impl Bridge {
                 cnm_tx: p.counters.cnm_tx,
                 rate_fb_tx: p.counters.rate_fb_tx,
                 flooded: p.counters.flooded,
+                cn_remapped: p.counters.cn_remapped,
+                cn_tag_stripped: p.counters.cn_tag_stripped,
                 drop_reasons: p.counters.drops,
                 pause_asserted: p.pause_gen.asserted(),
                 paused_by_peer: p.pause_rx.paused_mask(now),
@@ -1200,14 +1263,33 @@ impl Bridge {
             if !pt.shaper.may_start(now, ready) {
                 return;
             }
-            let len = head.len();
+            // An edge or interior port sends the frame without its CN-TAG (QCN-REFERENCE §1;
+            // 802.1Q clause 32.4): 4 octets fewer on the line. The queue and its congestion
+            // point keep accounting the frame as it was queued.
+            let strip = if pt.strip_cn_tag {
+                cn_tag_offset(&head.buf)
+            } else {
+                None
+            };
+            let len = head.len() - if strip.is_some() { CN_TAG_LEN } else { 0 };
             let start;
             if pt.delay.bypass() {
-                if !tx(id, &head.buf) {
+                let sent = match strip {
+                    None => tx(id, &head.buf),
+                    Some(off) => {
+                        let b = &mut self.scratch;
+                        b.clear();
+                        b.extend_from_slice(&head.buf[..off]);
+                        b.extend_from_slice(&head.buf[off + CN_TAG_LEN..]);
+                        tx(id, b)
+                    }
+                };
+                if !sent {
                     return;
                 }
                 pt.counters.tx_frames += 1;
                 pt.counters.tx_bytes += len as u64;
+                pt.counters.cn_tag_stripped += u64::from(strip.is_some());
                 start = pt.shaper.start(now, ready, len);
                 if let Some(mut f) = self.outqs[r].pop() {
                     if f.flow != NO_FLOW {
@@ -1224,6 +1306,10 @@ impl Bridge {
                             cp.departure(f.flow, f.len());
                         }
                         f.flow = NO_FLOW;
+                    }
+                    if let Some(off) = strip {
+                        f.buf.drain(off..off + CN_TAG_LEN);
+                        pt.counters.cn_tag_stripped += 1;
                     }
                     if let Err(f) = pt.delay.push(start, f) {
                         self.pool.recycle(f);
