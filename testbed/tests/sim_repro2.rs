@@ -460,6 +460,17 @@ fn claim6_fqcn_capacity_step() {
             let (qm, _) = o.queue(a, b);
             js.push((j, qm));
         }
+        for &t0 in &STEPS {
+            let (qm, qx) = o.queue(t0, t0 + 0.05);
+            println!(
+                "claim 6 {mode} step at {:.0} ms: next 50 ms queue mean {:.1} KB max {:.1} KB, \
+                 drops {}",
+                t0 * 1e3,
+                qm / 1e3,
+                qx as f64 / 1e3,
+                o.drops(t0, t0 + 0.05)
+            );
+        }
         let conv: Vec<Option<f64>> = STEPS
             .iter()
             .zip([STEPS[1], 1.5])
@@ -795,6 +806,49 @@ fn claim3b_one_station_victim() {
             } else {
                 assert!(r[4] >= 0.9 * VICTIM, "{culprit}: f6 {}", r[4]);
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim 12: FQCN parking lot, six flows started one after another (FQCN paper, Fig. 5).
+// ---------------------------------------------------------------------------------------------
+
+/// FQCN reaches the max-min shares as flows join: after the last start every flow within 10 %
+/// of its 2 Gb/s and FQCN converges after every start; standard QCN printed for comparison.
+#[test]
+fn claim12_fqcn_parking_lot() {
+    let mut t = scenario("fqcn_parking_lot.toml");
+    for mode in ["fqcn", "qcn"] {
+        set_cp(&mut t, "mode", s(mode));
+        let o = run(&t, 1, &format!("fqcn_parking_lot-{mode}"));
+        let mut conv = Vec::new();
+        for k in 0..6 {
+            // Exact decimal instants (k · 0.1 would round above the next start time).
+            let (t0, t1) = (k as f64 / 10.0, (k + 1) as f64 / 10.0);
+            window(
+                &format!("claim 12 {mode} {} flows", k + 1),
+                &o,
+                t0 + 0.05,
+                t1,
+            );
+            conv.push(o.convergence(t0, t1));
+        }
+        let (r, sh, j) = window(&format!("claim 12 {mode} final"), &o, 0.6, 0.7);
+        println!(
+            "claim 12 {mode}: convergence after each start (ms) {:?}",
+            conv.iter()
+                .map(|c| c.map(|x| (x * 1e3).round()))
+                .collect::<Vec<_>>()
+        );
+        if mode == "fqcn" {
+            assert!(j >= 0.98, "FQCN Jain {j}");
+            for i in 0..6 {
+                assert!((sh[i] - 2e9).abs() < 1e7, "share {}", sh[i]);
+                let e = r[i] / sh[i] - 1.0;
+                assert!(e.abs() <= 0.10, "ST{}: {} of {}", i + 1, r[i], sh[i]);
+            }
+            assert!(conv.iter().all(Option::is_some), "FQCN does not settle");
         }
     }
 }
