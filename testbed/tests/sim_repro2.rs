@@ -547,27 +547,23 @@ fn claim8_weighted_fqcn_with_a_capped_flow() {
             o.convergence(0.1, 0.25).map(|x| x * 1e3)
         );
         let want_after = [1e9, 4.5e9, 3e9, 1.5e9];
-        for i in 0..4 {
-            assert!(
-                (after.1[i] - want_after[i]).abs() < 1e7,
-                "share {}",
-                after.1[i]
-            );
+        for (got, want) in after.1.iter().zip(want_after) {
+            assert!((got - want).abs() < 1e7, "share {got}");
         }
         for (w, (r, sh)) in ["before", "after"]
             .iter()
             .zip([(&before.0, &before.1), (&after.0, &after.1)])
         {
-            for i in 0..4 {
-                let e = r[i] / sh[i] - 1.0;
+            for (i, (r, sh)) in r.iter().zip(sh.iter()).enumerate() {
+                let e = r / sh - 1.0;
                 println!(
                     "claim 8 seed {seed} {w}: f{} {} Gb/s, share {} ({:+.1} %)",
                     i + 1,
-                    gbps(r[i]),
-                    gbps(sh[i]),
+                    gbps(*r),
+                    gbps(*sh),
                     e * 100.0
                 );
-                assert!(e.abs() <= 0.10, "{w} f{}: {} of {}", i + 1, r[i], sh[i]);
+                assert!(e.abs() <= 0.10, "{w} f{}: {r} of {sh}", i + 1);
             }
         }
     }
@@ -736,16 +732,16 @@ fn claim11_explicit_rate_asymmetric() {
         let o = run(&t, seed, "er_asymmetric");
         let (r, sh, _) = window(&format!("claim 11 seed {seed}"), &o, 0.05, 0.15);
         let want = [5e9, 5e9, 0.5e9, 0.5e9];
-        for i in 0..4 {
-            assert!((sh[i] - want[i]).abs() < 1e7, "share {}", sh[i]);
-            let e = r[i] / sh[i] - 1.0;
+        for (i, ((r, sh), want)) in r.iter().zip(&sh).zip(want).enumerate() {
+            assert!((sh - want).abs() < 1e7, "share {sh}");
+            let e = r / sh - 1.0;
             println!(
                 "claim 11 seed {seed}: ST{} {} Gb/s ({:+.1} %)",
                 i + 1,
-                gbps(r[i]),
+                gbps(*r),
                 e * 100.0
             );
-            assert!(e.abs() <= 0.05, "ST{}: {}", i + 1, r[i]);
+            assert!(e.abs() <= 0.05, "ST{}: {r}", i + 1);
         }
         println!(
             "claim 11 seed {seed}: convergence from the start {:?} ms",
@@ -843,10 +839,10 @@ fn claim12_fqcn_parking_lot() {
         );
         if mode == "fqcn" {
             assert!(j >= 0.98, "FQCN Jain {j}");
-            for i in 0..6 {
-                assert!((sh[i] - 2e9).abs() < 1e7, "share {}", sh[i]);
-                let e = r[i] / sh[i] - 1.0;
-                assert!(e.abs() <= 0.10, "ST{}: {} of {}", i + 1, r[i], sh[i]);
+            for (i, (r, sh)) in r.iter().zip(&sh).enumerate() {
+                assert!((sh - 2e9).abs() < 1e7, "share {sh}");
+                let e = r / sh - 1.0;
+                assert!(e.abs() <= 0.10, "ST{}: {r} of {sh}", i + 1);
             }
             assert!(conv.iter().all(Option::is_some), "FQCN does not settle");
         }
