@@ -790,7 +790,7 @@ fn claim3b_one_station_victim() {
     for seed in 1..=2 {
         for culprit in ["occupancy-deterministic", "occupancy-random", "arrival"] {
             set_cp(&mut t, "culprit", s(culprit));
-            let o = run(&t, seed, &format!("inputcp_victim-{culprit}"));
+            let o = run(&t, seed, &format!("inputcp_victim-1station-{culprit}"));
             let (r, _, _) = window(&format!("claim 3b {culprit} seed {seed}"), &o, 0.1, 0.2);
             println!(
                 "claim 3b seed {seed}: {culprit}: f1 {} f6 {} Gb/s",
