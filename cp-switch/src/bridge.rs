@@ -250,6 +250,10 @@ impl Bridge {
                             cfg.ports[i].rate.unwrap_or(cfg.lossless.nominal_rate),
                             &mut rng,
                         ));
+                        // Explicit-rate CPs count arrivals as the line emulation charges them.
+                        if let Some(cp) = cps.last_mut() {
+                            cp.set_line_cost(crate::cp::explicit_rate::LineCost::of(&cfg.shaper));
+                        }
                     }
                 }
             }

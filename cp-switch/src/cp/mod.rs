@@ -690,6 +690,14 @@ impl CongestionPoint {
         self.counters.last_culprits = self.targets.len() as u32;
     }
 
+    /// How an explicit-rate CP counts frames against its capacity: what the port's line
+    /// emulation charges per frame ([`explicit_rate::LineCost`]). Other modes ignore it.
+    pub fn set_line_cost(&mut self, cost: explicit_rate::LineCost) {
+        if let CpAlgo::ExplicitRate(e) = &mut self.algo {
+            e.set_line_cost(cost);
+        }
+    }
+
     /// The explicit-rate link capacity changed (the port's emulated rate).
     pub fn set_capacity(&mut self, c: Rate) {
         if let CpAlgo::ExplicitRate(e) = &mut self.algo {
