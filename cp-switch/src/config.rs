@@ -97,6 +97,63 @@ pub struct PortConfig {
     /// Source MAC of the PAUSE/PFC frames and CNMs sent from this port.
     #[serde(default, deserialize_with = "de_opt_mac")]
     pub mac: Option<EthernetAddress>,
+    /// Congestion-notification-domain defence of this port for every CNPV ([`CndDefense`]).
+    /// Default `interior-ready`: the neighbour is a CN-aware bridge or reaction point.
+    #[serde(default)]
+    pub cnd_defense: CndDefense,
+    /// `edge` ports: the priority that frames received with a CNPV priority are remapped to.
+    /// Default: the next lower priority that is not a CNPV, else the next higher one
+    /// (802.1Q clause 32.4, `ieee8021CnPortPriAlternatePriority`).
+    #[serde(default)]
+    pub alternate_priority: Option<u8>,
+}
+
+/// The congestion-notification-domain (CND) defence of a port: 802.1Q clause 32.4's
+/// per-port, per-CNPV defence mode (`ieee8021CnPortPriAdminDefenseMode`), here one mode for all the bridge's
+/// CNPVs (QCN-REFERENCE §1: "a CN-TAG never leaves its congestion-notification domain: edge
+/// ports strip it").
+///
+/// | mode | CNPV frames received | CN-TAG on frames sent | congestion points |
+/// |---|---|---|---|
+/// | `disabled` | not remapped | kept | none on this port |
+/// | `edge` | remapped to the alternate priority (PCP rewritten) | removed | yes |
+/// | `interior` | not remapped | removed | yes |
+/// | `interior-ready` | not remapped | kept | yes |
+///
+/// `edge` keeps traffic from outside the domain out of the CNPV queues; `interior` faces a
+/// CN-aware neighbour that did not declare itself ready for CN-TAGs; `interior-ready` (the
+/// default) one that did. CNMs are not stripped: they are addressed to a reaction point, and
+/// a reaction point's port is never an edge of its own domain. The standard chooses the mode
+/// from the LLDP CN TLV's per-priority ready bits; this switch takes it from the configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CndDefense {
+    /// Congestion notification administratively off on this port.
+    Disabled,
+    /// The port faces equipment outside the domain.
+    Edge,
+    /// A CN-aware neighbour that is not ready for CN-TAGs.
+    Interior,
+    /// A CN-aware neighbour ready for CN-TAGs.
+    #[default]
+    InteriorReady,
+}
+
+impl CndDefense {
+    /// True when frames sent through the port lose their CN-TAG.
+    pub fn strips_cn_tag(self) -> bool {
+        matches!(self, CndDefense::Edge | CndDefense::Interior)
+    }
+}
+
+/// The alternate priority of an edge port: the next lower priority that is not a CNPV, else
+/// the next higher one (802.1Q clause 32.4). `None` when all eight are CNPVs.
+pub fn alternate_priority(cnpv_mask: u8, p: u8) -> Option<u8> {
+    let free = |q: u8| cnpv_mask & (1 << q) == 0;
+    (0..p)
+        .rev()
+        .find(|&q| free(q))
+        .or_else(|| (p + 1..8).find(|&q| free(q)))
 }
 
 impl PortConfig {
@@ -108,6 +165,8 @@ impl PortConfig {
             delay: Duration::ZERO,
             default_priority: None,
             mac: None,
+            cnd_defense: CndDefense::InteriorReady,
+            alternate_priority: None,
         }
     }
     /// Builder: emulated line rate.
@@ -367,6 +426,25 @@ impl BridgeConfig {
             }
             if let Some(dp) = p.default_priority {
                 check_priority(&format!("ports[{i}].default_priority"), dp)?;
+            }
+            if let Some(ap) = p.alternate_priority {
+                let f = format!("ports[{i}].alternate_priority");
+                check_priority(&f, ap)?;
+                if self.cp.cnpv_mask() & (1 << ap) != 0 {
+                    return Err(ConfigError::new(
+                        f,
+                        format!("{ap} is a CNPV; the alternate priority must not be one"),
+                    ));
+                }
+            }
+            if p.cnd_defense == CndDefense::Edge
+                && p.alternate_priority.is_none()
+                && alternate_priority(self.cp.cnpv_mask(), 0).is_none()
+            {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].cnd_defense"),
+                    "an edge port needs a priority that is not a CNPV to remap to; all eight are CNPVs",
+                ));
             }
         }
         for (i, s) in self.fdb.static_entries.iter().enumerate() {

@@ -748,7 +748,9 @@ impl CongestionPoint {
             CpAlgo::ExplicitRate(e) => {
                 let p = cfg.er_params();
                 if *e.params() != p {
+                    let cost = e.line_cost();
                     *e = explicit_rate::ExplicitRate::new(p, e.capacity());
+                    e.set_line_cost(cost);
                 }
             }
         }
@@ -757,6 +759,14 @@ impl CongestionPoint {
     /// Carries the counters of `old` (the CP this one replaces, same CPID) over.
     pub fn inherit_counters(&mut self, old: &CongestionPoint) {
         self.counters = old.counters.clone();
+    }
+
+    /// How an explicit-rate CP counts frames against its capacity: what the port's line
+    /// emulation charges per frame ([`explicit_rate::LineCost`]). Other modes ignore it.
+    pub fn set_line_cost(&mut self, cost: explicit_rate::LineCost) {
+        if let CpAlgo::ExplicitRate(e) = &mut self.algo {
+            e.set_line_cost(cost);
+        }
     }
 
     /// The explicit-rate link capacity changed (the port's emulated rate).

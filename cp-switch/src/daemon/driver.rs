@@ -69,6 +69,8 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
                 let mut pc = PortConfig::new(p.name.clone());
                 pc.rate = p.rate;
                 pc.delay = p.delay.unwrap_or(Duration::ZERO);
+                pc.cnd_defense = p.cnd_defense.unwrap_or_default();
+                pc.alternate_priority = p.alternate_priority;
                 pc
             })
             .collect();

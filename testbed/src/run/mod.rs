@@ -16,6 +16,7 @@
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
 pub mod events;
+pub mod modes;
 pub mod netns;
 pub mod pcapfilter;
 pub mod progress;
@@ -79,6 +80,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Variant (`qcn`, `output`, `input`, `off`); `None` = as the file says.
     pub variant: Option<String>,
+    /// `--cp-mode`, `--culprit`, `--rp-mode` (applied after the variant).
+    pub modes: modes::ModeFlags,
     /// Directory of the `cp-switch` and `rp-agent` binaries (default: next to this program).
     pub bin_dir: Option<PathBuf>,
     /// No progress bar.
@@ -96,6 +99,7 @@ impl RunOptions {
             capture: false,
             seed: None,
             variant: None,
+            modes: modes::ModeFlags::default(),
             bin_dir: None,
             quiet: false,
             no_plots: false,
@@ -197,17 +201,22 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
         Some(v) => apply_variant(sc, v)?,
         None => sc.clone(),
     };
+    let sc = modes::apply(&sc, &opts.modes)?;
+    let label = match (opts.variant.as_deref(), opts.modes.label()) {
+        (Some(v), Some(m)) => Some(format!("{v}-{m}")),
+        (v, m) => m.or(v.map(str::to_string)),
+    };
     let dir = opts
         .out
         .clone()
-        .unwrap_or_else(|| default_out(&sc, opts.mode, opts.variant.as_deref()));
+        .unwrap_or_else(|| default_out(&sc, opts.mode, label.as_deref()));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("results directory {}", dir.display()))?;
     let mut data = match opts.mode {
         Mode::Sim => sim::run(&sc, opts, &dir)?,
         Mode::Netns => netns::run(&sc, opts, &dir)?,
     };
-    data.meta.variant = opts.variant.clone();
+    data.meta.variant = label;
     let ropts = ReportOptions {
         no_plots: opts.no_plots,
         ..ReportOptions::default()
