@@ -15,6 +15,8 @@
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
+pub mod incast;
+pub mod iperf;
 pub mod netns;
 pub mod pcapfilter;
 pub mod progress;
