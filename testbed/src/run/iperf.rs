@@ -154,14 +154,23 @@ pub fn parse_report(text: &str) -> Result<IperfReport, IperfError> {
         .or_else(|| sent["seconds"].as_f64())
         .unwrap_or(0.0);
     let (lost_packets, packets) = if protocol == "UDP" {
-        (
-            recv["lost_packets"]
+        let packets = sent["packets"]
+            .as_u64()
+            .or_else(|| end["sum"]["packets"].as_u64());
+        // The receiver's own loss count starts from the first datagram's sequence number,
+        // which iperf3 sometimes takes from its 4-octet UDP "connect" datagram (a count in
+        // the billions); datagrams sent less datagrams received is the count that holds.
+        let blksize = v["start"]["test_start"]["blksize"]
+            .as_u64()
+            .filter(|&b| b > 0);
+        let lost = match (packets, blksize) {
+            (Some(p), Some(b)) => Some(p.saturating_sub(received_bytes / b)),
+            _ => recv["lost_packets"]
                 .as_u64()
-                .or_else(|| end["sum"]["lost_packets"].as_u64()),
-            sent["packets"]
-                .as_u64()
-                .or_else(|| end["sum"]["packets"].as_u64()),
-        )
+                .or_else(|| end["sum"]["lost_packets"].as_u64())
+                .filter(|&l| packets.map_or(true, |p| l <= p)),
+        };
+        (lost, packets)
     } else {
         (None, None)
     };
@@ -277,6 +286,7 @@ mod tests {
         assert!(!r.from_server);
         assert_eq!(r.intervals.len(), 2);
         assert_eq!(r.received_bytes, 1_443_420);
+        // 1000 sent, 1 443 420 / 1458 = 990 received.
         assert_eq!(r.lost_packets, Some(10));
         assert_eq!(r.packets, Some(1000));
         assert_eq!(r.retransmits, None);
@@ -297,6 +307,19 @@ mod tests {
             parse_report(r#"{"end": {"sum_sent": {}}}"#),
             Err(IperfError::Missing(_))
         ));
+    }
+
+    #[test]
+    fn implausible_udp_loss_counts_are_replaced() {
+        // The receiver's count taken from a bogus first sequence number; no blksize to
+        // recompute it from: dropped rather than reported.
+        let t = UDP
+            .replace(r#""lost_packets": 10}"#, r#""lost_packets": 1218778257}"#)
+            .replace(r#", "blksize": 1458"#, "");
+        let r = parse_report(&t).unwrap();
+        assert_eq!(r.lost_packets, Some(10), "{r:?}");
+        let t = t.replace(r#""lost_packets": 10,"#, r#""lost_packets": 1218778257,"#);
+        assert_eq!(parse_report(&t).unwrap().lost_packets, None);
     }
 
     #[test]

@@ -569,6 +569,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     let span = k.at(sc.topo.duration);
     let interval = (span / 300.0).clamp(0.05, 1.0);
     let interval_arg = format!("{}ms", (interval * 1000.0).round() as u64);
+    // iperf3 reports every 0.1 s at the most.
+    let iperf_interval = format!("{:.3}", interval.max(0.1));
     let mut receivers: Vec<String> = sc
         .topo
         .flow
@@ -737,7 +739,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                 "-p",
                 &port.to_string(),
                 "-i",
-                &format!("{interval:.3}"),
+                &iperf_interval,
             ])
             .stdout(Stdio::from(std::fs::File::create(
                 dir.join(format!("iperf-server-{name}.json")),
@@ -765,11 +767,17 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     if !wait_ports.is_empty() {
         progress.note("waiting for the servers");
     }
-    for (h, port) in &wait_ports {
+    for (si, (h, port)) in wait_ports.iter().enumerate() {
         let deadline = StdInstant::now() + StdDuration::from_secs(10);
         while !listening(&ns[h], *port) {
             if signals::requested() {
                 bail!("interrupted");
+            }
+            if !servers[si].is_running() {
+                bail!(
+                    "the server on {h} (port {port}) exited at start; see {}",
+                    logs.display()
+                );
             }
             if StdInstant::now() > deadline {
                 bail!("server on {h}: port {port} not listening after 10 s");
@@ -961,7 +969,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .arg("-c")
                         .arg(ip_of(&f.dst).unwrap_or_default())
                         .args(["-p", &port.to_string(), "-J", "--get-server-output"])
-                        .args(["-t", &secs.to_string(), "-i", &format!("{interval:.3}")]);
+                        .args(["-t", &secs.to_string(), "-i", &iperf_interval]);
                     if let FlowKind::Udp(r) = kinds[*i] {
                         let (app, len) = iperf::udp_app_rate(k.rate(r), f.frame_len);
                         c.args(["-u", "-b", &format!("{}", app.round() as u64)])
