@@ -165,10 +165,13 @@ pub fn parse_report(text: &str) -> Result<IperfReport, IperfError> {
             .filter(|&b| b > 0);
         let lost = match (packets, blksize) {
             (Some(p), Some(b)) => Some(p.saturating_sub(received_bytes / b)),
-            _ => recv["lost_packets"]
-                .as_u64()
-                .or_else(|| end["sum"]["lost_packets"].as_u64())
-                .filter(|&l| packets.map_or(true, |p| l <= p)),
+            _ => {
+                let plausible = |l: &u64| packets.map_or(true, |p| *l <= p);
+                recv["lost_packets"]
+                    .as_u64()
+                    .filter(plausible)
+                    .or_else(|| end["sum"]["lost_packets"].as_u64().filter(plausible))
+            }
         };
         (lost, packets)
     } else {

@@ -819,4 +819,45 @@ mod tests {
         let e = error_of(&MINI.replace("duration = \"1ms\"", "duration = \"soon\""));
         assert!(e.starts_with("t.toml: line 3"), "{e}");
     }
+
+    #[test]
+    fn flow_kinds_parse_and_bad_ones_name_the_field() {
+        assert_eq!("tcp".parse::<FlowKind>(), Ok(FlowKind::Tcp));
+        assert_eq!(
+            "udp:50mbit".parse::<FlowKind>(),
+            Ok(FlowKind::Udp(Rate::from_mbps(50)))
+        );
+        assert_eq!(
+            "greedy".parse::<FlowKind>(),
+            Ok(FlowKind::Gen(Pattern::Greedy))
+        );
+        assert!(FlowKind::Tcp.is_ip() && !FlowKind::Gen(Pattern::Greedy).is_ip());
+        for bad in ["udp", "udp:", "udp:fast", "udp:0mbit", "tcp:1gbit", "tcpx"] {
+            assert!(bad.parse::<FlowKind>().is_err(), "{bad}");
+            let e = error_of(&MINI.replace("cbr:1gbit", bad));
+            assert!(e.starts_with("t.toml: flow[0].pattern"), "{bad}: {e}");
+        }
+        let e = error_of(&MINI.replace("cbr:1gbit", "udp:fast"));
+        assert!(e.contains("udp:RATE") || e.contains("udp rate"), "{e}");
+    }
+
+    #[test]
+    fn tcp_and_udp_flows_run_in_the_simulator() {
+        let text = MINI
+            .replace("duration = \"1ms\"", "duration = \"5ms\"")
+            .replace("pattern = \"cbr:1gbit\"", "pattern = \"tcp\"")
+            + "[[flow]]\nsrc = \"b\"\ndst = \"a\"\npattern = \"udp:1gbit\"\n";
+        let t = Topology::parse(&text, "t.toml").unwrap();
+        let (mut sim, built) = t.build().unwrap();
+        sim.run_until(Instant::ZERO + t.duration);
+        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        // The bulk receiver took in-order data: slow start from 10 segments reaches most of
+        // the 10 Gb/s line within 5 ms (at least 1 Gb/s on average here).
+        let got = b.tcp().unwrap().received(super::super::tcp::bulk_conn(0));
+        assert!(got > 625_000, "{got}");
+        // The UDP flow is a 1 Gb/s CBR generator into a's sink.
+        let a = sim.node::<HostNode>(built.hosts[0].1).unwrap();
+        let (_, c) = a.sink().flows().next().unwrap();
+        assert!((380..=420).contains(&c.frames), "{}", c.frames);
+    }
 }
