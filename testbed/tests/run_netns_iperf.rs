@@ -207,10 +207,9 @@ fn netns_iperf_tcp_and_udp_flows_through_qcn() {
         tcp["cnm_rx"].as_u64().unwrap() > 0,
         "no CNM reached the TCP source's agent: {tcp}"
     );
-    let agent: Value = serde_json::from_str(
-        &std::fs::read_to_string(res.join("stats-agent-h0.json")).unwrap(),
-    )
-    .unwrap();
+    let agent: Value =
+        serde_json::from_str(&std::fs::read_to_string(res.join("stats-agent-h0.json")).unwrap())
+            .unwrap();
     assert!(agent["cnm_rx"].as_u64().unwrap() > 0, "{agent}");
     assert!(res.join("iperf-tcp0.json").exists());
     assert!(res.join("report.md").exists());
