@@ -40,6 +40,12 @@
 //! reproduces the emulated line exactly; a driver that polls late gets the backlog sent in a
 //! burst of at most `shaper.catch_up`.
 //!
+//! # Run-time changes
+//! Link parameters change through [`Bridge::set_port_rate`], [`Bridge::set_port_delay`] and
+//! [`Bridge::set_port_up`]; the congestion points' settings through
+//! [`Bridge::set_cp_config`] / [`Bridge::apply_cp_overrides`] (scaling parameters in place,
+//! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
+//!
 //! # Cost
 //! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer, and
 //! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
@@ -47,7 +53,7 @@
 
 use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
 use crate::cp::flows::HDR_LEN;
-use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement, NO_FLOW};
+use crate::cp::{Arrival, CongestionPoint, CpConfig, CpStats, Feedback, Placement, NO_FLOW};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, Decision};
@@ -133,6 +139,53 @@ pub struct Bridge {
     cp_timers: bool,
     /// Some CP accounts per-flow occupancy of its queue (occupancy culprits).
     cp_occupancy: bool,
+    /// Base MAC (the MAC part of every CPID).
+    base_mac: EthernetAddress,
+    /// The congestion-point settings in force.
+    cp_cfg: CpConfig,
+}
+
+/// How [`Bridge::set_cp_config`] applied a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpChange {
+    /// The CPs were updated in place (their state kept).
+    InPlace,
+    /// The CPs were rebuilt (their sampling state and flow tables reset).
+    Rebuilt,
+}
+
+/// The CPs of `cfg` on ports running at `rates` (one per port, the explicit-rate C), and the
+/// slot table `port * 8 + priority` → index into them ([`NO_CP`] where there is none).
+fn build_cps(
+    cfg: &CpConfig,
+    mac: EthernetAddress,
+    rates: &[Rate],
+    rng: &mut Rng,
+) -> (Vec<CongestionPoint>, Vec<u16>) {
+    let cnpv = cfg.cnpv_mask();
+    let mut cps = Vec::new();
+    let mut cp_slot = vec![NO_CP; rates.len() * P];
+    if cfg.placement != Placement::Off {
+        for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
+            for (p, s) in slot.iter_mut().enumerate() {
+                if cnpv & (1 << p) != 0 {
+                    // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
+                    *s = cps.len() as u16;
+                    cps.push(CongestionPoint::new(
+                        cfg,
+                        mac,
+                        PortId(i as u16),
+                        p as u8,
+                        cfg.placement,
+                        rates[i],
+                        rng,
+                    ));
+                }
+            }
+        }
+    }
+    (cps, cp_slot)
 }
 
 #[derive(Debug)]
@@ -198,28 +251,12 @@ impl Bridge {
                 fdb.add_static(s.mac, s.vid.unwrap_or(cfg.pvid), PortId(i as u16));
             }
         }
-        let cnpv = cfg.cp.cnpv_mask();
-        let mut cps = Vec::new();
-        let mut cp_slot = vec![NO_CP; n * P];
-        if cfg.cp.placement != Placement::Off {
-            for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
-                for (p, s) in slot.iter_mut().enumerate() {
-                    if cnpv & (1 << p) != 0 {
-                        // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
-                        *s = cps.len() as u16;
-                        cps.push(CongestionPoint::new(
-                            &cfg.cp,
-                            cfg.mac,
-                            PortId(i as u16),
-                            p as u8,
-                            cfg.cp.placement,
-                            cfg.ports[i].rate.unwrap_or(cfg.lossless.nominal_rate),
-                            &mut rng,
-                        ));
-                    }
-                }
-            }
-        }
+        let rates: Vec<Rate> = cfg
+            .ports
+            .iter()
+            .map(|p| p.rate.unwrap_or(cfg.lossless.nominal_rate))
+            .collect();
+        let (cps, cp_slot) = build_cps(&cfg.cp, cfg.mac, &rates, &mut rng);
         Ok(Bridge {
             pvid: cfg.pvid,
             max_frame: max_frame as usize,
@@ -249,7 +286,65 @@ impl Bridge {
             cnm_msdu: cfg.cp.cp_min_header_octets,
             cp_timers: cfg.cp.mode == crate::cp::CpMode::ExplicitRate,
             cp_occupancy: cfg.cp.culprit.uses_occupancy(),
+            base_mac: cfg.mac,
+            cp_cfg: cfg.cp,
         })
+    }
+
+    /// The congestion-point settings in force.
+    pub fn cp_config(&self) -> &CpConfig {
+        &self.cp_cfg
+    }
+
+    /// Replaces the congestion-point settings at run time (see [`CpConfig`], "Changes at run
+    /// time"). `cfg` is checked as at load ([`CpConfig::validate`]; errors name `cp.FIELD`) and
+    /// nothing changes when it is refused. Scaling parameters change in place; a change of
+    /// placement, mode, culprit, CNPVs, flow-table size or FQCN weights rebuilds the CPs
+    /// (their sampling state and flow tables start afresh; a CP keeping its CPID keeps its
+    /// counters). Frames queued at that moment may carry a flow index of the old tables:
+    /// their departure is then accounted against the new table, saturating at zero, which
+    /// only blurs occupancy culprits until those frames have left.
+    pub fn set_cp_config(&mut self, cfg: CpConfig) -> Result<CpChange, ConfigError> {
+        cfg.validate()
+            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        let change = if self.cp_cfg.needs_rebuild(&cfg) {
+            let rates: Vec<Rate> = self
+                .ports
+                .iter()
+                .map(|p| p.shaper.rate().unwrap_or(self.nominal_rate))
+                .collect();
+            let (mut cps, cp_slot) = build_cps(&cfg, self.base_mac, &rates, &mut self.rng);
+            for cp in &mut cps {
+                if let Some(old) = self.cps.iter().find(|o| o.id() == cp.id()) {
+                    cp.inherit_counters(old);
+                }
+            }
+            self.cps = cps;
+            self.cp_slot = cp_slot;
+            CpChange::Rebuilt
+        } else {
+            for cp in &mut self.cps {
+                cp.set_params(&cfg);
+            }
+            CpChange::InPlace
+        };
+        self.cp_placement = cfg.placement;
+        self.cnm_priority = cfg.cnm_priority;
+        self.cnm_msdu = cfg.cp_min_header_octets;
+        self.cp_timers = cfg.mode == crate::cp::CpMode::ExplicitRate;
+        self.cp_occupancy = cfg.culprit.uses_occupancy();
+        self.cp_cfg = cfg;
+        Ok(change)
+    }
+
+    /// [`Bridge::set_cp_config`] with `KEY = VALUE` overrides of the settings in force
+    /// (`[cp]` names, [`CpConfig::with_overrides`]).
+    pub fn apply_cp_overrides(&mut self, set: &toml::Table) -> Result<CpChange, ConfigError> {
+        let cfg = self
+            .cp_cfg
+            .with_overrides(set)
+            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        self.set_cp_config(cfg)
     }
 
     /// Number of ports.

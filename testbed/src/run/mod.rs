@@ -15,6 +15,7 @@
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
+pub mod events;
 pub mod incast;
 pub mod iperf;
 pub mod netns;
@@ -294,10 +295,11 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
             meta.q_eq_bytes = Some(d.cp.cp_queue_set_point.get());
         }
     }
+    // Every timed event: `sw0-r0 → 1gbit`, `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=...`.
     for ev in sc.topo.event.iter().filter(|e| e.at < sc.topo.duration) {
         meta.markers.push(Marker {
             t_s: k.at(ev.at),
-            label: format!("{} → {}", ev.link, ev.rate),
+            label: ev.label(),
         });
     }
     for (i, f) in sc.topo.flow.iter().enumerate() {
@@ -322,20 +324,19 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
         for fwd in [true, false] {
             let name = shape.hop_name((li, fwd));
             let mut spec = LinkSpec::new(&name, cnm_proto::Rate::from_f64(k.rate(l.rate)));
-            for ev in sc
-                .topo
-                .event
-                .iter()
-                .filter(|e| e.link == shape.links[li].name)
-            {
-                use crate::sim::topo::DirSpec;
-                let applies = match ev.dir {
-                    DirSpec::Both => true,
-                    DirSpec::AToB => fwd,
-                    DirSpec::BToA => !fwd,
+            for ev in &sc.topo.event {
+                use crate::sim::topo::{DirSpec, EventKind};
+                let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+                    continue;
                 };
+                let applies = link == shape.links[li].name
+                    && match dir {
+                        DirSpec::Both => true,
+                        DirSpec::AToB => fwd,
+                        DirSpec::BToA => !fwd,
+                    };
                 if applies {
-                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(ev.rate)));
+                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(rate)));
                 }
             }
             run.add_link(spec);

@@ -27,7 +27,9 @@
 //!   A host may have generator and iperf3 flows at once: `rp-agent gen` and the TAP agent then
 //!   share the uplink, each with its own limiters and line-rate pacer (together they can exceed
 //!   the host's line rate; the switch port beyond still shapes).
-//! * Timed events: link-rate changes through `cp-switch ctl set rate`.
+//! * Timed events: link-rate changes through `cp-switch ctl set rate`; congestion- and
+//!   reaction-point parameter changes through `ctl set cp` / `ctl set rp` ([`super::events`];
+//!   each generator runs with `--ctl`).
 //! * Readiness: each switch's control socket answers; each sink has its packet socket open.
 //! * Measured while running: CPU (/proc/stat and each switch process), the bottleneck port's
 //!   transmitted octets (ctl stats). Afterwards: generator and sink reports, the switches'
@@ -641,7 +643,10 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             .map(|li| sc.topo.link[li].rate)
             .unwrap_or(Rate::from_gbps(1));
         let cfg_path = dir.join(format!("rp-agent-tap-{h}.toml"));
-        std::fs::write(&cfg_path, agent_config(sc, h, uplink_rate, k)?)?;
+        std::fs::write(
+            &cfg_path,
+            super::events::agent_config_at(sc, h, uplink_rate, k, Duration::ZERO)?,
+        )?;
         let ctl_path = sock_dir.0.join(format!("agent-{h}.ctl"));
         let log = logs.join(format!("rp-agent-tap-{h}.log"));
         let logf = std::fs::File::create(&log)?;
@@ -857,12 +862,15 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         actions.push((k.at(inc.start), Action::StartIncast(j)));
     }
     for ev in &sc.topo.event {
-        use crate::sim::topo::DirSpec;
-        let Some(li) = shape.link_index(&ev.link) else {
+        use crate::sim::topo::{DirSpec, EventKind};
+        let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+            continue;
+        };
+        let Some(li) = shape.link_index(link) else {
             continue;
         };
         let l = &shape.links[li];
-        let ends: Vec<&super::shape::End> = match ev.dir {
+        let ends: Vec<&super::shape::End> = match dir {
             DirSpec::AToB => vec![&l.a],
             DirSpec::BToA => vec![&l.b],
             DirSpec::Both => vec![&l.a, &l.b],
@@ -874,19 +882,31 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     Action::SetRate {
                         switch: e.node.clone(),
                         port: e.port.clone(),
-                        rate: crate::scenario::scale_rate(ev.rate, k.rate_div),
+                        rate: crate::scenario::scale_rate(rate, k.rate_div),
                     },
                 ));
             } else {
                 run.warnings.push(format!(
-                    "event on {} at {}: a host's line rate cannot change in netns mode",
-                    ev.link, ev.at
+                    "event on {link} at {}: a host's line rate cannot change in netns mode",
+                    ev.at
                 ));
             }
         }
     }
     actions.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut next_action = 0;
+    // CP/RP parameter events: control commands at their time (see super::events).
+    let mut params = super::events::ParamEvents::new(sc, &shape, k)?;
+    // A tcp/udp flow's reaction points are its source's TAP agent: host events go there.
+    let gen_ctl = |f: usize| {
+        if kinds.get(f).is_some_and(FlowKind::is_ip) {
+            sock_dir
+                .0
+                .join(format!("agent-{}.ctl", sc.topo.flow[f].src))
+        } else {
+            super::events::gen_ctl(&sock_dir.0, sc, f)
+        }
+    };
     let mut gens: Vec<GenProc> = Vec::new();
     let mut iperfs: Vec<ClientProc> = Vec::new();
     let mut incasts: Vec<ClientProc> = Vec::new();
@@ -1003,7 +1023,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .uplink(&f.src)
                         .map(|li| sc.topo.link[li].rate)
                         .unwrap_or(Rate::from_gbps(1));
-                    let cfg = agent_config(sc, &f.src, uplink_rate, k)?;
+                    let cfg = super::events::agent_config_at(sc, &f.src, uplink_rate, k, f.start)?;
                     let cfg_path = dir.join(format!("rp-agent-{name}.toml"));
                     std::fs::write(&cfg_path, cfg)?;
                     let out = dir.join(format!("gen-{name}.jsonl"));
@@ -1020,6 +1040,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .arg((seed.wrapping_mul(1000) + *i as u64 + 1).to_string())
                         .arg("--config")
                         .arg(&cfg_path)
+                        .arg("--ctl")
+                        .arg(gen_ctl(*i))
                         .stdout(Stdio::from(std::fs::File::create(&out)?))
                         .stderr(Stdio::from(std::fs::File::create(
                             logs.join(format!("gen-{name}.log")),
@@ -1043,6 +1065,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             }
             next_action += 1;
         }
+        let switch_ctl = |n: &str| switches.iter().find(|s| s.0 == n).map(|s| s.2.clone());
+        params.fire(now, &switch_ctl, &gen_ctl, &mut run.warnings);
         if now - last_sample >= 0.25 {
             last_sample = now;
             let c = cpu_jiffies();
