@@ -260,3 +260,33 @@ fn netns_incast_rounds_complete() {
     let inc = flow(&s, "incast");
     assert!(inc["mean_bps"].as_f64().unwrap() > 0.0, "{inc}");
 }
+
+/// The same file in the simulator (no root needed): the bulk TCP sender and the UDP flow as a
+/// CBR generator share the 500 Mb/s port.
+#[test]
+fn sim_runs_the_tcp_and_udp_scenario_too() {
+    let dir = out_dir("sim");
+    let _cleanup = Cleanup(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tcp-udp.toml");
+    std::fs::write(&file, TCP_UDP).unwrap();
+    let out = testbed()
+        .arg(&file)
+        .args(["--mode", "sim", "--quiet", "--no-plots", "--out"])
+        .arg(dir.join("res"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&dir.join("res"));
+    let t = flow(&s, "tcp0")["mean_bps"].as_f64().unwrap();
+    let u = flow(&s, "udp0")["mean_bps"].as_f64().unwrap();
+    // UDP gets its 200 Mb/s, TCP most of the remaining 300 Mb/s (payload of 1500-octet frames).
+    assert!((190e6..=210e6).contains(&u), "udp0 {u}");
+    assert!((200e6..=300e6).contains(&t), "tcp0 {t}");
+}
