@@ -56,6 +56,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Incast server inside a run's namespace (see testbed::run::incast).
+    #[command(hide = true)]
+    IncastServer {
+        /// TCP port.
+        #[arg(long)]
+        port: u16,
+    },
+    /// Incast client inside a run's namespace (see testbed::run::incast).
+    #[command(hide = true)]
+    IncastClient {
+        /// A server, IP:PORT (repeat).
+        #[arg(long = "server", required = true)]
+        servers: Vec<std::net::SocketAddr>,
+        /// Octets asked of each server per round.
+        #[arg(long)]
+        sru: cnm_proto::Bytes,
+        /// Rounds at most.
+        #[arg(long)]
+        rounds: u64,
+        /// Stop starting rounds after this long.
+        #[arg(long)]
+        duration: Duration,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -254,6 +277,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::IncastServer { port } => {
+            run::incast::serve(port)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::IncastClient {
+            servers,
+            sru,
+            rounds,
+            duration,
+        } => {
+            let o = run::incast::ClientOptions {
+                servers,
+                sru: sru.get(),
+                rounds,
+                duration: duration.to_std(),
+            };
+            run::incast::client(&o, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Down { all, dry_run, json } => {

@@ -16,6 +16,8 @@
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
 pub mod events;
+pub mod incast;
+pub mod iperf;
 pub mod modes;
 pub mod netns;
 pub mod pcapfilter;
@@ -365,15 +367,22 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
         if let Some(m) = macs.get(&f.src) {
             fs = fs.source_mac(&m.to_string());
         }
-        if let Ok(p) = f.pattern.parse::<rp_agent::gen::Pattern>() {
+        if let Ok(kind) = f.kind() {
+            use crate::sim::topo::FlowKind;
             use rp_agent::gen::Pattern;
-            let demand = match p {
-                Pattern::Greedy => None,
-                Pattern::Cbr(r) => Some(r),
-                Pattern::OnOff { rate, .. } | Pattern::Poisson { rate, .. } => Some(rate),
+            let demand = match kind {
+                FlowKind::Gen(Pattern::Greedy) | FlowKind::Tcp => None,
+                FlowKind::Gen(Pattern::Cbr(r)) => Some(k.rate(r)),
+                FlowKind::Gen(Pattern::OnOff { rate, .. })
+                | FlowKind::Gen(Pattern::Poisson { rate, .. }) => Some(k.rate(rate)),
+                // Measured as goodput in netns (payload of the wire rate), as frames in sim.
+                FlowKind::Udp(r) if mode == Mode::Netns => {
+                    Some(iperf::udp_app_rate(k.rate(r), f.frame_len).0)
+                }
+                FlowKind::Udp(r) => Some(k.rate(r)),
             };
             if let Some(r) = demand {
-                fs = fs.demand(cnm_proto::Rate::from_f64(k.rate(r)));
+                fs = fs.demand(cnm_proto::Rate::from_f64(r));
             }
         }
         if let Some(share) = sc.meta.fair_share.get(&name) {

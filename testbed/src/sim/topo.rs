@@ -35,6 +35,7 @@
 //! src = "h0"
 //! dst = "r0"
 //! pattern = "greedy"             # greedy | cbr:R | onoff:R,on=B | poisson:R,pareto-mean=B,shape=S
+//!                                # | tcp | udp:R  (see FlowKind)
 //! frame_len = 1500               # default 1500
 //! start = "0s"                   # default 0
 //! stop = "100ms"                 # default: the duration
@@ -238,6 +239,65 @@ pub struct FlowEntry {
 
 fn default_frame_len() -> usize {
     1500
+}
+
+/// What a `[[flow]]`'s `pattern` asks for.
+///
+/// * a generator model ([`Pattern`]: `greedy`, `cbr:R`, `onoff:..`, `poisson:..`): raw
+///   Ethernet frames from the agent's generator; rates are wire rates (whole frames);
+/// * `tcp`: one bulk TCP transfer (netns: `iperf3` through the hosts' agent TAPs; sim: the
+///   simulator's TCP-like sender of [`super::tcp`] without an end);
+/// * `udp:R`: constant-rate UDP at wire rate `R` (netns: `iperf3 -u`, its application rate set
+///   so that the frames on the wire make `R`; sim: a `cbr:R` generator).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlowKind {
+    /// A generator model.
+    Gen(Pattern),
+    /// Bulk TCP.
+    Tcp,
+    /// Constant-rate UDP at this wire rate.
+    Udp(Rate),
+}
+
+impl FlowKind {
+    /// Whether the flow needs the hosts' IP stacks (TCP or UDP).
+    pub fn is_ip(&self) -> bool {
+        !matches!(self, FlowKind::Gen(_))
+    }
+}
+
+impl std::str::FromStr for FlowKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FlowKind, String> {
+        let t = s.trim();
+        if t == "tcp" {
+            return Ok(FlowKind::Tcp);
+        }
+        if let Some(r) = t.strip_prefix("udp") {
+            let Some(r) = r.strip_prefix(':') else {
+                return Err(format!("{s:?}: expected udp:RATE (e.g. udp:50mbit)"));
+            };
+            let rate: Rate = r
+                .trim()
+                .parse()
+                .map_err(|e| format!("{s:?}: udp rate: {e}"))?;
+            if rate == Rate::ZERO {
+                return Err(format!("{s:?}: the udp rate must be above zero"));
+            }
+            return Ok(FlowKind::Udp(rate));
+        }
+        t.parse::<Pattern>()
+            .map(FlowKind::Gen)
+            .map_err(|e| format!("{e} (or tcp, udp:RATE)"))
+    }
+}
+
+impl FlowEntry {
+    /// The flow's kind, parsed from `pattern`.
+    pub fn kind(&self) -> Result<FlowKind, String> {
+        self.pattern.parse()
+    }
 }
 
 /// `[[event]]`: a change at time `at`, exactly one of
@@ -590,6 +650,18 @@ impl Topology {
         let end = Instant::ZERO + self.duration;
         let mut flows_by_host: BTreeMap<String, Vec<FlowSpec>> = BTreeMap::new();
         let mut flow_list = Vec::new();
+        // Bulk TCP flows: (id, src, src MAC, dst, dst MAC, frame length, start, stop).
+        #[allow(clippy::type_complexity)]
+        let mut bulk: Vec<(
+            u32,
+            String,
+            EthernetAddress,
+            String,
+            EthernetAddress,
+            usize,
+            Instant,
+            Instant,
+        )> = Vec::new();
         for (i, f) in self.flow.iter().enumerate() {
             if !self.host.contains_key(&f.src) {
                 return Err(self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src)));
@@ -597,18 +669,40 @@ impl Topology {
             let Some(&dst) = macs.get(&f.dst) else {
                 return Err(self.err(format!("flow[{i}].dst"), format!("no host {:?}", f.dst)));
             };
-            let pattern: Pattern =
-                f.pattern
-                    .parse()
-                    .map_err(|e: rp_agent::gen::PatternError| {
-                        self.err(format!("flow[{i}].pattern"), e.to_string())
-                    })?;
+            let kind = f
+                .kind()
+                .map_err(|e| self.err(format!("flow[{i}].pattern"), e))?;
             if !(60..=9000).contains(&f.frame_len) {
                 return Err(self.err(format!("flow[{i}].frame_len"), "must be in 60..=9000"));
             }
             let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
             let start = Instant::ZERO + f.start;
             let stop = f.stop.map_or(end, |s| Instant::ZERO + s);
+            let pattern = match kind {
+                FlowKind::Gen(p) => p,
+                // The simulator's CBR generator sends `rate` of whole frames, as the netns
+                // runner's iperf3 does once its application rate is converted.
+                FlowKind::Udp(r) => Pattern::Cbr(r),
+                FlowKind::Tcp => {
+                    let Some(&smac) = macs.get(&f.src) else {
+                        return Err(
+                            self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src))
+                        );
+                    };
+                    bulk.push((
+                        i as u32,
+                        f.src.clone(),
+                        smac,
+                        f.dst.clone(),
+                        dst,
+                        f.frame_len,
+                        start,
+                        stop,
+                    ));
+                    flow_list.push((name, i as u32, f.src.clone(), f.dst.clone(), start, stop));
+                    continue;
+                }
+            };
             flow_list.push((
                 name.clone(),
                 i as u32,
@@ -671,6 +765,17 @@ impl Topology {
                     &servers.iter().map(|x| x.1).collect::<Vec<_>>(),
                     Instant::ZERO + inc.start,
                 );
+        }
+
+        for (id, src, smac, dst, dmac, frame_len, start, stop) in bulk {
+            tcp_by_host
+                .entry(src)
+                .or_default()
+                .add_bulk_sender(id, frame_len, smac, dmac, start, stop);
+            tcp_by_host
+                .entry(dst)
+                .or_default()
+                .add_bulk_receiver(id, dmac, smac);
         }
 
         // Nodes.
@@ -935,6 +1040,47 @@ mod tests {
         assert!(e.starts_with("t.toml: host.a.agent"), "{e}");
         let e = error_of(&MINI.replace("duration = \"1ms\"", "duration = \"soon\""));
         assert!(e.starts_with("t.toml: line 3"), "{e}");
+    }
+
+    #[test]
+    fn flow_kinds_parse_and_bad_ones_name_the_field() {
+        assert_eq!("tcp".parse::<FlowKind>(), Ok(FlowKind::Tcp));
+        assert_eq!(
+            "udp:50mbit".parse::<FlowKind>(),
+            Ok(FlowKind::Udp(Rate::from_mbps(50)))
+        );
+        assert_eq!(
+            "greedy".parse::<FlowKind>(),
+            Ok(FlowKind::Gen(Pattern::Greedy))
+        );
+        assert!(FlowKind::Tcp.is_ip() && !FlowKind::Gen(Pattern::Greedy).is_ip());
+        for bad in ["udp", "udp:", "udp:fast", "udp:0mbit", "tcp:1gbit", "tcpx"] {
+            assert!(bad.parse::<FlowKind>().is_err(), "{bad}");
+            let e = error_of(&MINI.replace("cbr:1gbit", bad));
+            assert!(e.starts_with("t.toml: flow[0].pattern"), "{bad}: {e}");
+        }
+        let e = error_of(&MINI.replace("cbr:1gbit", "udp:fast"));
+        assert!(e.contains("udp:RATE") || e.contains("udp rate"), "{e}");
+    }
+
+    #[test]
+    fn tcp_and_udp_flows_run_in_the_simulator() {
+        let text = MINI
+            .replace("duration = \"1ms\"", "duration = \"5ms\"")
+            .replace("pattern = \"cbr:1gbit\"", "pattern = \"tcp\"")
+            + "[[flow]]\nsrc = \"b\"\ndst = \"a\"\npattern = \"udp:1gbit\"\n";
+        let t = Topology::parse(&text, "t.toml").unwrap();
+        let (mut sim, built) = t.build().unwrap();
+        sim.run_until(Instant::ZERO + t.duration);
+        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        // The bulk receiver took in-order data: slow start from 10 segments reaches most of
+        // the 10 Gb/s line within 5 ms (at least 1 Gb/s on average here).
+        let got = b.tcp().unwrap().received(super::super::tcp::bulk_conn(0));
+        assert!(got > 625_000, "{got}");
+        // The UDP flow is a 1 Gb/s CBR generator into a's sink.
+        let a = sim.node::<HostNode>(built.hosts[0].1).unwrap();
+        let (_, c) = a.sink().flows().next().unwrap();
+        assert!((380..=420).contains(&c.frames), "{}", c.frames);
     }
 
     fn with_event(ev: &str) -> String {
