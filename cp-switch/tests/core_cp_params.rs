@@ -142,3 +142,29 @@ fn refused_changes_name_the_field_and_change_nothing() {
         "{e}"
     );
 }
+
+#[test]
+fn rebuilds_respect_cnd_defence() {
+    use cp_switch::config::CndDefense;
+    let mut cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0"),
+        PortConfig::new("p1"),
+        PortConfig::new("p2"),
+    ]);
+    cfg.ports[1].cnd_defense = CndDefense::Disabled;
+    cfg.ports[2].cnd_defense = CndDefense::Edge;
+    let mut b = Bridge::new(cfg, Rng::new(1)).unwrap();
+    let ports = |b: &Bridge| {
+        b.cp_stats()
+            .iter()
+            .map(|c| c.port.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ports(&b), ["p0", "p2"]);
+    b.apply_cp_overrides(&toml_set("mode = \"fqcn\"")).unwrap();
+    assert_eq!(ports(&b), ["p0", "p2"], "a disabled port stays without CPs");
+    let e = b
+        .apply_cp_overrides(&toml_set("cnpv = [3, 5]"))
+        .unwrap_err();
+    assert_eq!(e.field, "cp.cnpv", "{e}");
+}
