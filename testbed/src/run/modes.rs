@@ -232,8 +232,81 @@ fn rp_src(flags: &ModeFlags, h: &str) -> String {
 /// Rejects CP/RP combinations that cannot work (module docs). `flags` only shapes the
 /// messages (which flag to blame).
 pub fn check(sc: &Scenario, flags: &ModeFlags) -> anyhow::Result<()> {
-    let cps = check_switches(sc, flags)?;
-    check_flows(sc, flags, &cps)
+    let mut cps = check_switches(sc, flags)?;
+    let mut rps: BTreeMap<&str, RpMode> = BTreeMap::new();
+    for h in sc.topo.host.keys() {
+        rps.insert(h, host_rp(sc, h)?);
+    }
+    check_flows(sc, flags, &cps, &rps).map_err(|e| anyhow::anyhow!("{}: {e}", sc.file))?;
+    // Parameter-change events may switch modes during the run: every state the run passes
+    // through must make sense too.
+    let mut events: Vec<_> = sc.topo.event.iter().collect();
+    events.sort_by_key(|e| e.at);
+    let mut k = 0;
+    while k < events.len() {
+        let at = events[k].at;
+        while k < events.len() && events[k].at == at {
+            apply_event(sc, events[k], &mut cps, &mut rps)?;
+            k += 1;
+        }
+        let when = |e: anyhow::Error| anyhow::anyhow!("{}: after the events at {at}: {e}", sc.file);
+        for (s, v) in &cps {
+            if v.placement != Placement::Off
+                && v.mode != CpMode::Qcn
+                && v.culprit != Culprit::Arrival
+            {
+                return Err(when(anyhow::anyhow!(
+                    "switch {s} would run cp mode {} with culprit {}; a culprit other than \
+                     arrival only works with cp mode qcn",
+                    v.mode,
+                    v.culprit
+                )));
+            }
+        }
+        check_flows(sc, flags, &cps, &rps).map_err(when)?;
+    }
+    Ok(())
+}
+
+/// Folds one switch or host event's mode settings into the running state.
+fn apply_event<'a>(
+    sc: &'a Scenario,
+    ev: &'a crate::sim::topo::EventEntry,
+    cps: &mut BTreeMap<&'a str, CpView>,
+    rps: &mut BTreeMap<&'a str, RpMode>,
+) -> anyhow::Result<()> {
+    use crate::sim::topo::EventKind;
+    let str_of = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let bad =
+        |what: &str, e: String| anyhow::anyhow!("{}: event at {}: {what}: {e}", sc.file, ev.at);
+    match ev.kind() {
+        Ok(EventKind::Switch { switch, set }) => {
+            let Some(v) = cps.get_mut(switch) else {
+                return Ok(());
+            };
+            if let Some(m) = str_of(set, "mode") {
+                v.mode = m.parse().map_err(|e| bad("mode", e))?;
+            }
+            if let Some(c) = str_of(set, "culprit") {
+                v.culprit = c.parse().map_err(|e| bad("culprit", e))?;
+            }
+            if let Some(p) = str_of(set, "placement") {
+                v.placement = p.parse().map_err(|e| bad("placement", e))?;
+            }
+        }
+        Ok(EventKind::Host { host, set }) => {
+            if let Some(m) = str_of(set, rp_agent::config::RP_MODE_KEY) {
+                let m: RpMode = m
+                    .parse()
+                    .map_err(|e: rp_agent::RpModeError| bad("rp_mode", e.to_string()))?;
+                if let Some(r) = rps.get_mut(host) {
+                    *r = m;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The per-switch part of [`check`], on the scenario's values with `flags` substituted.
@@ -282,11 +355,12 @@ fn check_flows(
     sc: &Scenario,
     flags: &ModeFlags,
     cps: &BTreeMap<&str, CpView>,
+    rps: &BTreeMap<&str, RpMode>,
 ) -> anyhow::Result<()> {
     let shape = Shape::of(&sc.topo);
     for (i, f) in sc.topo.flow.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
-        let rp = host_rp(sc, &f.src)?;
+        let rp = rps.get(f.src.as_str()).copied().unwrap_or(RpMode::Qcn);
         let Some(path) = shape.path(&f.src, &f.dst) else {
             continue;
         };
@@ -437,5 +511,25 @@ mod tests {
             let sc = crate::scenario::load(p.to_str().unwrap(), &[]).unwrap();
             check(&sc, &ModeFlags::default()).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         }
+    }
+
+    #[test]
+    fn mode_changes_by_events_are_checked_too() {
+        let sc = crate::scenario::load("dumbbell", &[]).unwrap();
+        let mut text = toml::to_string(&sc.tree).unwrap();
+        text.push_str(
+            "\n[[event]]\nat = \"3s\"\nhost = \"h1\"\nset = { rp_mode = \"explicit-rate\" }\n",
+        );
+        let dir = std::env::temp_dir().join(format!("modes-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("er-midway.toml");
+        std::fs::write(&path, &text).unwrap();
+        let bad = crate::scenario::load(path.to_str().unwrap(), &[]);
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = check(&bad.unwrap(), &ModeFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("after the events at 3s"), "{e}");
+        assert!(e.contains("host.h1.agent.rp_mode"), "{e}");
     }
 }
