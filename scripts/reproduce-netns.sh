@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs every (scenario, variant) pair of docs/REPRODUCTION.md's results table in network
+# namespaces (testbed run ... --mode netns, at the S of each scenario's [scenario] table), one
+# run at a time, then prints one line per run with the claim's metric read from summary.json.
+#
+#   sudo scripts/reproduce-netns.sh                 # every run (about 5 minutes)
+#   sudo scripts/reproduce-netns.sh 2a 4            # only the runs of these claims
+#   OUT=results/x scripts/reproduce-netns.sh        # another results root
+#   SUMMARY_ONLY=1 scripts/reproduce-netns.sh       # re-print the table of earlier runs
+#
+# Each run writes results/repro-netns/<name>-<variant>/ (summary.json, flows.csv, report.md,
+# plots) and loadavg.txt (/proc/loadavg just before the run: the machine may be shared; a run
+# whose fidelity check failed says so in the `faithful` column and its warnings).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+OUT=${OUT:-results/repro-netns}
+TESTBED=${TESTBED:-target/release/testbed}
+
+if [[ -z "${SUMMARY_ONLY:-}" ]]; then
+    if [[ $EUID -ne 0 ]]; then
+        echo "reproduce-netns: network namespaces need root" >&2
+        exit 1
+    fi
+    if [[ ! -x $TESTBED || -n "${BUILD:-}" ]]; then
+        cargo build --release --quiet -p testbed -p cp-switch -p rp-agent
+    fi
+fi
+
+# claim | scenario | variant (results label) | --variant | extra --set
+RUNS=(
+    "1a|repro-qcnbs-chain|qcn|qcn|"
+    "1b|repro-qcnbs-chain|adaptive-bc+qcn-bs|adaptive-bc+qcn-bs|"
+    "1c|repro-qcnbs-chain|qcn-bs|qcn-bs|"
+    "2a|repro-fqcn-dumbbell4|fqcn|fqcn|"
+    "2a,5|repro-fqcn-dumbbell4|qcn|qcn|switch.sw0.bridge.cp.mode=qcn"
+    "2b|repro-fqcn-weighted|fqcn|fqcn|"
+    # The culprit selection is not a --variant: set it on the input CP of sw0. No --variant
+    # for the two-station file: `input` would also put a CP on its CP-less edge switch e0.
+    "3a|repro-inputcp-victim-2src|occupancy-deterministic||switch.sw0.bridge.cp.culprit=occupancy-deterministic"
+    "3a|repro-inputcp-victim-2src|occupancy-random||switch.sw0.bridge.cp.culprit=occupancy-random"
+    "3a|repro-inputcp-victim-2src|arrival||switch.sw0.bridge.cp.culprit=arrival"
+    "3b|repro-inputcp-victim|occupancy-deterministic|input|switch.sw0.bridge.cp.culprit=occupancy-deterministic"
+    "3b|repro-inputcp-victim|occupancy-random|input|switch.sw0.bridge.cp.culprit=occupancy-random"
+    "3b|repro-inputcp-victim|arrival|input|switch.sw0.bridge.cp.culprit=arrival"
+    "4|repro-er-parking-lot|explicit-rate|explicit-rate|"
+)
+
+wanted() {
+    local claims=$1
+    [[ ${#ONLY[@]} -eq 0 ]] && return 0
+    local c w
+    for c in ${claims//,/ }; do
+        for w in "${ONLY[@]}"; do
+            [[ $c == "$w" ]] && return 0
+        done
+    done
+    return 1
+}
+ONLY=("$@")
+
+mkdir -p "$OUT"
+if [[ -z "${SUMMARY_ONLY:-}" ]]; then
+    for r in "${RUNS[@]}"; do
+        IFS='|' read -r claims sc label variant set <<<"$r"
+        wanted "$claims" || continue
+        dir="$OUT/$sc-$label"
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        cat /proc/loadavg >"$dir/loadavg.txt"
+        args=(run "$sc" --mode netns --out "$dir" --quiet)
+        [[ -n $variant ]] && args+=(--variant "$variant")
+        [[ -n $set ]] && args+=(--set "$set")
+        echo "== claim $claims: $sc ($label), load $(cut -d' ' -f1-3 "$dir/loadavg.txt")" >&2
+        if ! "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
+            echo "   failed: $(tail -n 3 "$dir/run.log")" >&2
+        fi
+    done
+fi
+
+# One line per run: claim, run, load before it, faithful, the claim's metric.
+for r in "${RUNS[@]}"; do
+    IFS='|' read -r claims sc label _ _ <<<"$r"
+    wanted "$claims" || continue
+    dir="$OUT/$sc-$label"
+    load=$(cut -d' ' -f1 "$dir/loadavg.txt" 2>/dev/null || echo "?")
+    if [[ ! -f $dir/summary.json ]]; then
+        printf '%-5s %-28s %-24s load %-5s  no summary.json (see %s/run.log)\n' \
+            "$claims" "$sc" "$label" "$load" "$dir"
+        continue
+    fi
+    metric=$(jq -r --arg sc "$sc" '
+        def mbps: if . == null then "-" else (. / 1e6 * 100 | round / 100 | tostring) end;
+        def r2: if . == null then "-" else (. * 1000 | round / 1000 | tostring) end;
+        def flows: [.flows[] | "\(.name) \(.mean_bps | mbps)"] | join(", ");
+        def ratios: [.flows[] | "\(.name) \(.share_ratio | r2)"] | join(", ");
+        def bn: .bottlenecks[0] // {};
+        def qeq: 33000;
+        if $sc == "repro-qcnbs-chain" then
+            "f1/share \(.flows[] | select(.name == "f1") | .share_ratio | r2); rates Mb/s: \(flows)"
+        elif $sc == "repro-fqcn-dumbbell4" then
+            "jain \(.jain_rates | r2); min/max \(([.flows[].mean_bps] | min) / ([.flows[].mean_bps] | max) | r2); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB = \((bn.queue_mean_bytes // 0) / qeq | r2) Qeq; util \(bn.utilization | r2); drops \(bn.drops); rates Mb/s: \(flows)"
+        elif $sc == "repro-fqcn-weighted" then
+            ([.flows[].mean_bps] | add) as $sum
+            | "share of carried (weights 0.4/0.3/0.2/0.1): \([.flows[] | (.mean_bps / $sum) | r2] | join(", ")); rate/weighted share: \(ratios)"
+        elif ($sc | startswith("repro-inputcp")) then
+            "f6 \(.flows[] | select(.name == "f6") | .mean_bps | mbps) Mb/s (68.9 offered); rates Mb/s: \(flows)"
+        elif $sc == "repro-er-parking-lot" then
+            "rate/share: \(ratios); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB"
+        else flows end' "$dir/summary.json")
+    faithful=$(jq -r '.faithful' "$dir/summary.json")
+    warns=$(jq -r '[.warnings[] | select(startswith("netns run at time scale") | not)] | length' \
+        "$dir/summary.json")
+    printf '%-5s %-28s %-24s load %-5s faithful %-5s warnings %s | %s\n' \
+        "$claims" "$sc" "$label" "$load" "$faithful" "$warns" "$metric"
+done
