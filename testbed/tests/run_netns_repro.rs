@@ -132,7 +132,10 @@ fn repro_fqcn_dumbbell_runs_in_netns() {
         assert!(r > 1e6 && r < 105e6, "flow {}: {r} bit/s", f["name"]);
     }
     let total: f64 = flows.iter().map(|f| f["mean_bps"].as_f64().unwrap()).sum();
-    assert!(total < 105e6, "sum of the flow rates {total} above the bottleneck");
+    assert!(
+        total < 105e6,
+        "sum of the flow rates {total} above the bottleneck"
+    );
     let cnms: u64 = flows.iter().map(|f| f["cnm_rx"].as_u64().unwrap()).sum();
     assert!(cnms > 0, "no CNMs: {s}");
     let jain = s["jain_rates"].as_f64().unwrap();
