@@ -3,10 +3,11 @@
 # namespaces (testbed run ... --mode netns, at the S of each scenario's [scenario] table), one
 # run at a time, then prints one line per run with the claim's metric read from summary.json.
 #
-#   sudo scripts/reproduce-netns.sh                 # every run (about 5 minutes)
+#   sudo scripts/reproduce-netns.sh                 # every run (13 runs, about 6 minutes)
 #   sudo scripts/reproduce-netns.sh 2a 4            # only the runs of these claims
 #   OUT=results/x scripts/reproduce-netns.sh        # another results root
 #   SUMMARY_ONLY=1 scripts/reproduce-netns.sh       # re-print the table of earlier runs
+#   SEEDS="1 2 3" scripts/reproduce-netns.sh 1b     # several seeds: <name>-<variant>-s<seed>/
 #
 # Each run writes results/repro-netns/<name>-<variant>/ (summary.json, flows.csv, report.md,
 # plots) and loadavg.txt (/proc/loadavg just before the run: the machine may be shared; a run
@@ -59,35 +60,52 @@ wanted() {
 }
 ONLY=("$@")
 
+# The seeds to run: the file's (no --seed, no suffix) unless SEEDS is given.
+read -r -a SEED_LIST <<<"${SEEDS:-file}"
+dir_of() {
+    if [[ $2 == file ]]; then echo "$OUT/$1"; else echo "$OUT/$1-s$2"; fi
+}
+
+# Runs one (scenario, variant, seed) into its directory.
+run_one() {
+    local claims=$1 sc=$2 label=$3 variant=$4 set=$5 seed=$6 dir
+    dir=$(dir_of "$sc-$label" "$seed")
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cat /proc/loadavg >"$dir/loadavg.txt"
+    local args=(run "$sc" --mode netns --out "$dir" --quiet)
+    [[ -n $variant ]] && args+=(--variant "$variant")
+    [[ -n $set ]] && args+=(--set "$set")
+    [[ $seed != file ]] && args+=(--seed "$seed")
+    echo "== claim $claims: $sc ($label, seed $seed), load $(cut -d' ' -f1-3 "$dir/loadavg.txt")" >&2
+    if ! "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
+        echo "   failed: $(tail -n 3 "$dir/run.log")" >&2
+    fi
+}
+
 mkdir -p "$OUT"
 if [[ -z "${SUMMARY_ONLY:-}" ]]; then
     for r in "${RUNS[@]}"; do
         IFS='|' read -r claims sc label variant set <<<"$r"
         wanted "$claims" || continue
-        dir="$OUT/$sc-$label"
-        rm -rf "$dir"
-        mkdir -p "$dir"
-        cat /proc/loadavg >"$dir/loadavg.txt"
-        args=(run "$sc" --mode netns --out "$dir" --quiet)
-        [[ -n $variant ]] && args+=(--variant "$variant")
-        [[ -n $set ]] && args+=(--set "$set")
-        echo "== claim $claims: $sc ($label), load $(cut -d' ' -f1-3 "$dir/loadavg.txt")" >&2
-        if ! "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
-            echo "   failed: $(tail -n 3 "$dir/run.log")" >&2
-        fi
+        for seed in "${SEED_LIST[@]}"; do
+            run_one "$claims" "$sc" "$label" "$variant" "$set" "$seed"
+        done
     done
 fi
 
-# One line per run: claim, run, load before it, faithful, the claim's metric.
-for r in "${RUNS[@]}"; do
-    IFS='|' read -r claims sc label _ _ <<<"$r"
-    wanted "$claims" || continue
-    dir="$OUT/$sc-$label"
+# One line per run: claim, run, load before it, faithful, the claim's metric. The dumbbell's
+# Qeq is 33 KB (fqcn_dumbbell4.toml).
+report_one() {
+    local claims=$1 sc=$2 label=$3 seed=$4 dir label_s load metric faithful warns
+    dir=$(dir_of "$sc-$label" "$seed")
+    label_s=$label
+    [[ $seed != file ]] && label_s="$label s$seed"
     load=$(cut -d' ' -f1 "$dir/loadavg.txt" 2>/dev/null || echo "?")
     if [[ ! -f $dir/summary.json ]]; then
         printf '%-5s %-28s %-24s load %-5s  no summary.json (see %s/run.log)\n' \
-            "$claims" "$sc" "$label" "$load" "$dir"
-        continue
+            "$claims" "$sc" "$label_s" "$load" "$dir"
+        return
     fi
     metric=$(jq -r --arg sc "$sc" '
         def mbps: if . == null then "-" else (. / 1e6 * 100 | round / 100 | tostring) end;
@@ -102,7 +120,7 @@ for r in "${RUNS[@]}"; do
             "jain \(.jain_rates | r2); min/max \(([.flows[].mean_bps] | min) / ([.flows[].mean_bps] | max) | r2); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB = \((bn.queue_mean_bytes // 0) / qeq | r2) Qeq; util \(bn.utilization | r2); drops \(bn.drops); rates Mb/s: \(flows)"
         elif $sc == "repro-fqcn-weighted" then
             ([.flows[].mean_bps] | add) as $sum
-            | "share of carried (weights 0.4/0.3/0.2/0.1): \([.flows[] | (.mean_bps / $sum) | r2] | join(", ")); rate/weighted share: \(ratios)"
+            | "share of carried (weights 0.4/0.3/0.2/0.1): \([.flows[] | (.mean_bps / $sum) | r2] | join(", ")); rate/unweighted share: \(ratios)"
         elif ($sc | startswith("repro-inputcp")) then
             "f6 \(.flows[] | select(.name == "f6") | .mean_bps | mbps) Mb/s (68.9 offered); rates Mb/s: \(flows)"
         elif $sc == "repro-er-parking-lot" then
@@ -112,5 +130,13 @@ for r in "${RUNS[@]}"; do
     warns=$(jq -r '[.warnings[] | select(startswith("netns run at time scale") | not)] | length' \
         "$dir/summary.json")
     printf '%-5s %-28s %-24s load %-5s faithful %-5s warnings %s | %s\n' \
-        "$claims" "$sc" "$label" "$load" "$faithful" "$warns" "$metric"
+        "$claims" "$sc" "$label_s" "$load" "$faithful" "$warns" "$metric"
+}
+
+for r in "${RUNS[@]}"; do
+    IFS='|' read -r claims sc label _ _ <<<"$r"
+    wanted "$claims" || continue
+    for seed in "${SEED_LIST[@]}"; do
+        report_one "$claims" "$sc" "$label" "$seed"
+    done
 done
