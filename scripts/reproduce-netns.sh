@@ -8,6 +8,8 @@
 #   OUT=results/x scripts/reproduce-netns.sh        # another results root
 #   SUMMARY_ONLY=1 scripts/reproduce-netns.sh       # re-print the table of earlier runs
 #   SEEDS="1 2 3" scripts/reproduce-netns.sh 1b     # several seeds: <name>-<variant>-s<seed>/
+#   NICE=-15 scripts/reproduce-netns.sh 5           # the runs at a higher CPU priority (a
+#                                                   # machine shared with other work)
 #
 # Each run writes results/repro-netns/<name>-<variant>/ (summary.json, flows.csv, report.md,
 # plots) and loadavg.txt (/proc/loadavg just before the run: the machine may be shared; a run
@@ -15,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-OUT=${OUT:-results/repro-netns}
+OUT=${OUT:-results/repro-netns${NICE:+-nice}}
 TESTBED=${TESTBED:-target/release/testbed}
 
 if [[ -z "${SUMMARY_ONLY:-}" ]]; then
@@ -74,11 +76,13 @@ run_one() {
     mkdir -p "$dir"
     cat /proc/loadavg >"$dir/loadavg.txt"
     local args=(run "$sc" --mode netns --out "$dir" --quiet)
+    local nice=()
+    [[ -n ${NICE:-} ]] && nice=(nice -n "$NICE")
     [[ -n $variant ]] && args+=(--variant "$variant")
     [[ -n $set ]] && args+=(--set "$set")
     [[ $seed != file ]] && args+=(--seed "$seed")
     echo "== claim $claims: $sc ($label, seed $seed), load $(cut -d' ' -f1-3 "$dir/loadavg.txt")" >&2
-    if ! "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
+    if ! "${nice[@]}" "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
         echo "   failed: $(tail -n 3 "$dir/run.log")" >&2
     fi
 }
