@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The project's demo, start to finish in a few minutes:
 #   1. installs what is missing (scripts/install-deps.sh) and builds the workspace in release mode;
-#   2. runs the default scenario, `dumbbell` (4 greedy senders -> one switch port under standard
-#      QCN, capacity step down and back up), in network namespaces with the real cp-switch and
-#      rp-agent daemons at time scale S = 100 (100 Mb/s links), capturing the bottleneck port and
-#      the CNMs sent to the first sender;
-#   3. prints the summary table (per-flow rates, Jain's index, utilization, queue statistics,
-#      CNMs) and the paths of the plots and report.md;
+#   2. runs the default scenario, `dumbbell` (4 greedy senders -> one switch port, capacity step
+#      down and back up), in network namespaces with the real cp-switch and rp-agent daemons at
+#      time scale S = 100 (100 Mb/s links), first under standard QCN, then under FQCN
+#      (`testbed compare dumbbell --modes qcn,fqcn`), capturing the bottleneck port and the CNMs
+#      sent to the first sender;
+#   3. prints each run's summary (per-flow rates and shares, Jain's index, utilization, queue
+#      statistics, drops, CNMs, fidelity) and the comparison table side by side, and the paths
+#      of the plots and reports;
 #   4. decodes the captured CNMs with cnm-dump and with tshark and the project's dissector.
 #
 # Without root (network namespaces need it) the scenario runs in the simulator instead.
-# Environment: RESULTS_DIR (default results/demo), DEMO_DURATION (netns run length, default 30s).
+# Environment: RESULTS_DIR (default results/demo), DEMO_DURATION (length of each netns run,
+# default 30s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -38,18 +41,19 @@ rm -rf "$results"
 mkdir -p "$(dirname "$results")"
 if [ "$(id -u)" -eq 0 ]; then
   echo
-  echo "== testbed run dumbbell --mode netns --capture (S = 100, $duration)"
-  "$testbed" run dumbbell --mode netns --capture --out "$results" \
-    --set "scenario.netns.duration=$duration"
+  echo "== testbed compare dumbbell --modes qcn,fqcn --mode netns --capture (S = 100, 2 x $duration)"
+  "$testbed" compare dumbbell --modes qcn,fqcn --mode netns --capture --out "$results" \
+    --set "scenario.netns.duration=$duration" | tee "$results.compare.txt"
 else
   echo
   echo "demo: not root, so no network namespaces; running the dumbbell in the simulator" >&2
-  echo "== testbed run dumbbell --mode sim --capture (first 300 ms)"
-  "$testbed" run dumbbell --mode sim --capture --out "$results" \
-    --set duration=300ms --set 'scenario.window=["150ms", "300ms"]'
+  echo "== testbed compare dumbbell --modes qcn,fqcn --mode sim --capture (first 300 ms)"
+  "$testbed" compare dumbbell --modes qcn,fqcn --mode sim --capture --out "$results" \
+    --set duration=300ms --set 'scenario.window=["150ms", "300ms"]' | tee "$results.compare.txt"
 fi
+mv "$results.compare.txt" "$results/compare.txt"
 
-pcap="$results/cnms.pcap"
+pcap="$results/qcn/cnms.pcap"
 if [ ! -s "$pcap" ]; then
   echo "demo: no CNM capture in $results" >&2
   exit 0
@@ -73,10 +77,10 @@ if command -v tshark >/dev/null 2>&1; then
   fi
   echo "== tshark${lua[*]:+ ${lua[*]}} -r $pcap | head -n 8"
   # tshark dies of SIGPIPE when head has read enough; that is not a failure of the demo.
-  { tshark "${lua[@]}" -r "$pcap" 2>/dev/null || true; } | head -n 8 | tee "$results/tshark.txt"
+  { tshark "${lua[@]}" -r "$pcap" 2>/dev/null || true; } | head -n 8 | tee "$results/qcn/tshark.txt"
 else
   echo "demo: tshark not installed; skipping the Wireshark decoding" >&2
 fi
 
 echo
-echo "report: $results/report.md"
+echo "reports: $results/compare.md, $results/qcn/report.md, $results/fqcn/report.md"

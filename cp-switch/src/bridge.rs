@@ -40,17 +40,26 @@
 //! reproduces the emulated line exactly; a driver that polls late gets the backlog sent in a
 //! burst of at most `shaper.catch_up`.
 //!
+//! # Run-time changes
+//! Link parameters change through [`Bridge::set_port_rate`], [`Bridge::set_port_delay`] and
+//! [`Bridge::set_port_up`]; the congestion points' settings through
+//! [`Bridge::set_cp_config`] / [`Bridge::apply_cp_overrides`] (scaling parameters in place,
+//! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
+//!
 //! # Cost
 //! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer, and
 //! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
-use crate::config::{BridgeConfig, ConfigError, LosslessMode, OutputFullPolicy, NUM_PRIORITIES};
+use crate::config::{
+    alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
+    NUM_PRIORITIES,
+};
 use crate::cp::flows::HDR_LEN;
-use crate::cp::{Arrival, CongestionPoint, CpStats, Feedback, Placement, NO_FLOW};
+use crate::cp::{Arrival, CongestionPoint, CpConfig, CpStats, Feedback, Placement, NO_FLOW};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
-use crate::forward::{classify, decide, Decision};
+use crate::forward::{classify, decide, Classified, Decision};
 use crate::outq::OutputQueue;
 use crate::pause::{PauseAction, PauseGen, PauseRx};
 use crate::pool::{Frame, FramePool};
@@ -78,6 +87,15 @@ const NO_CP: u16 = u16::MAX;
 /// Room for the largest CNM: Ethernet header (14) + two VLAN tags (8) + CN-TAG (4) + CNM PDU
 /// with a 64-octet MSDU (24 + 64) = 114 octets.
 const CNM_BUF: usize = 128;
+
+/// Octets of a CN-TAG: EtherType 0x22E9 and the RPID (802.1Q clause 33.3; QCN-REFERENCE §1).
+const CN_TAG_LEN: usize = 4;
+
+/// Offset of a queued frame's CN-TAG, if it has one.
+#[inline]
+fn cn_tag_offset(buf: &[u8]) -> Option<usize> {
+    cnm_proto::wire::walk(buf).ok()?.cn_tag_offset
+}
 
 /// Interval between sweeps of the FDB for aged entries (lookups ignore expired entries in
 /// between, so this only bounds how long they occupy room).
@@ -133,6 +151,71 @@ pub struct Bridge {
     cp_timers: bool,
     /// Some CP accounts per-flow occupancy of its queue (occupancy culprits).
     cp_occupancy: bool,
+    /// Base MAC (the MAC part of every CPID).
+    base_mac: EthernetAddress,
+    /// The congestion-point settings in force.
+    cp_cfg: CpConfig,
+    /// Room for a frame rewritten on its way in (edge remapping) or out (CN-TAG removal).
+    scratch: Vec<u8>,
+    /// Ports with congestion points (CND defence not `disabled`), by port.
+    cp_ports: Vec<bool>,
+    /// What the line emulation charges per frame (explicit-rate CPs count arrivals so).
+    line_cost: crate::cp::explicit_rate::LineCost,
+    /// Some port is a CND edge port (its priority remapping follows the CNPVs).
+    has_edge: bool,
+}
+
+/// How [`Bridge::set_cp_config`] applied a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpChange {
+    /// The CPs were updated in place (their state kept).
+    InPlace,
+    /// The CPs were rebuilt (their sampling state and flow tables reset).
+    Rebuilt,
+}
+
+/// The CPs of `cfg` on ports running at `rates` (one per port, the explicit-rate C), and the
+/// slot table `port * 8 + priority` → index into them ([`NO_CP`] where there is none).
+/// Ports whose `cp_ports` entry is false (CND defence `disabled`) get none; explicit-rate CPs
+/// count arrivals at `line_cost`.
+fn build_cps(
+    cfg: &CpConfig,
+    mac: EthernetAddress,
+    rates: &[Rate],
+    cp_ports: &[bool],
+    line_cost: crate::cp::explicit_rate::LineCost,
+    rng: &mut Rng,
+) -> (Vec<CongestionPoint>, Vec<u16>) {
+    let cnpv = cfg.cnpv_mask();
+    let mut cps = Vec::new();
+    let mut cp_slot = vec![NO_CP; rates.len() * P];
+    if cfg.placement != Placement::Off {
+        for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
+            if !cp_ports.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            for (p, s) in slot.iter_mut().enumerate() {
+                if cnpv & (1 << p) != 0 {
+                    // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
+                    *s = cps.len() as u16;
+                    cps.push(CongestionPoint::new(
+                        cfg,
+                        mac,
+                        PortId(i as u16),
+                        p as u8,
+                        cfg.placement,
+                        rates[i],
+                        rng,
+                    ));
+                    if let Some(cp) = cps.last_mut() {
+                        cp.set_line_cost(line_cost);
+                    }
+                }
+            }
+        }
+    }
+    (cps, cp_slot)
 }
 
 #[derive(Debug)]
@@ -151,6 +234,11 @@ struct Port {
     /// Bit p set: the output queue of priority p holds frames.
     backlog: u8,
     counters: PortCounters,
+    /// CND defence `edge` or `interior`: frames leave without their CN-TAG.
+    strip_cn_tag: bool,
+    /// Priority a frame received with priority p is queued at: p itself, or the alternate
+    /// priority for a CNPV on an `edge` port (`crate::config::CndDefense`).
+    remap: [u8; P],
 }
 
 impl Bridge {
@@ -160,6 +248,7 @@ impl Bridge {
         cfg.validate()?;
         let n = cfg.ports.len();
         let max_frame = cfg.max_frame.get();
+        let cnpv = cfg.cp.cnpv_mask();
         let mut fdb = Fdb::new(cfg.fdb.ageing, cfg.fdb.max_entries, rng.next_u64());
         let ports = cfg
             .ports
@@ -190,6 +279,18 @@ impl Bridge {
                     ctl: VecDeque::with_capacity(cfg.buffers.control_frames),
                     backlog: 0,
                     counters: PortCounters::default(),
+                    strip_cn_tag: pc.cnd_defense.strips_cn_tag(),
+                    remap: std::array::from_fn(|p| {
+                        let p = p as u8;
+                        if pc.cnd_defense == CndDefense::Edge && cnpv & (1 << p) != 0 {
+                            // Validated: an edge port has a non-CNPV priority to remap to.
+                            pc.alternate_priority
+                                .or_else(|| alternate_priority(cnpv, p))
+                                .unwrap_or(p)
+                        } else {
+                            p
+                        }
+                    }),
                 }
             })
             .collect();
@@ -198,28 +299,19 @@ impl Bridge {
                 fdb.add_static(s.mac, s.vid.unwrap_or(cfg.pvid), PortId(i as u16));
             }
         }
-        let cnpv = cfg.cp.cnpv_mask();
-        let mut cps = Vec::new();
-        let mut cp_slot = vec![NO_CP; n * P];
-        if cfg.cp.placement != Placement::Off {
-            for (i, slot) in cp_slot.chunks_mut(P).enumerate() {
-                for (p, s) in slot.iter_mut().enumerate() {
-                    if cnpv & (1 << p) != 0 {
-                        // At most MAX_PORTS × 8 = 2048 CPs: the index fits a u16 below NO_CP.
-                        *s = cps.len() as u16;
-                        cps.push(CongestionPoint::new(
-                            &cfg.cp,
-                            cfg.mac,
-                            PortId(i as u16),
-                            p as u8,
-                            cfg.cp.placement,
-                            cfg.ports[i].rate.unwrap_or(cfg.lossless.nominal_rate),
-                            &mut rng,
-                        ));
-                    }
-                }
-            }
-        }
+        let rates: Vec<Rate> = cfg
+            .ports
+            .iter()
+            .map(|p| p.rate.unwrap_or(cfg.lossless.nominal_rate))
+            .collect();
+        let cp_ports: Vec<bool> = cfg
+            .ports
+            .iter()
+            .map(|p| p.cnd_defense != CndDefense::Disabled)
+            .collect();
+        let line_cost = crate::cp::explicit_rate::LineCost::of(&cfg.shaper);
+        let (cps, cp_slot) = build_cps(&cfg.cp, cfg.mac, &rates, &cp_ports, line_cost, &mut rng);
+        let has_edge = cfg.ports.iter().any(|p| p.cnd_defense == CndDefense::Edge);
         Ok(Bridge {
             pvid: cfg.pvid,
             max_frame: max_frame as usize,
@@ -249,7 +341,83 @@ impl Bridge {
             cnm_msdu: cfg.cp.cp_min_header_octets,
             cp_timers: cfg.cp.mode == crate::cp::CpMode::ExplicitRate,
             cp_occupancy: cfg.cp.culprit.uses_occupancy(),
+            scratch: Vec::with_capacity(max_frame as usize),
+            cp_ports,
+            line_cost,
+            has_edge,
+            base_mac: cfg.mac,
+            cp_cfg: cfg.cp,
         })
+    }
+
+    /// The congestion-point settings in force.
+    pub fn cp_config(&self) -> &CpConfig {
+        &self.cp_cfg
+    }
+
+    /// Replaces the congestion-point settings at run time (see [`CpConfig`], "Changes at run
+    /// time"). `cfg` is checked as at load ([`CpConfig::validate`]; errors name `cp.FIELD`) and
+    /// nothing changes when it is refused. Scaling parameters change in place; a change of
+    /// placement, mode, culprit, CNPVs, flow-table size or FQCN weights rebuilds the CPs
+    /// (their sampling state and flow tables start afresh; a CP keeping its CPID keeps its
+    /// counters). Frames queued at that moment may carry a flow index of the old tables:
+    /// their departure is then accounted against the new table, saturating at zero, which
+    /// only blurs occupancy culprits until those frames have left.
+    pub fn set_cp_config(&mut self, cfg: CpConfig) -> Result<CpChange, ConfigError> {
+        cfg.validate()
+            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        if self.has_edge && cfg.cnpv_mask() != self.cp_cfg.cnpv_mask() {
+            // Edge ports remap CNPV priorities (802.1Q-2011 32.4.4) by a table built at start.
+            return Err(ConfigError::new(
+                "cp.cnpv",
+                "cannot change at run time on a bridge with CND edge ports",
+            ));
+        }
+        let change = if self.cp_cfg.needs_rebuild(&cfg) {
+            let rates: Vec<Rate> = self
+                .ports
+                .iter()
+                .map(|p| p.shaper.rate().unwrap_or(self.nominal_rate))
+                .collect();
+            let (mut cps, cp_slot) = build_cps(
+                &cfg,
+                self.base_mac,
+                &rates,
+                &self.cp_ports,
+                self.line_cost,
+                &mut self.rng,
+            );
+            for cp in &mut cps {
+                if let Some(old) = self.cps.iter().find(|o| o.id() == cp.id()) {
+                    cp.inherit_counters(old);
+                }
+            }
+            self.cps = cps;
+            self.cp_slot = cp_slot;
+            CpChange::Rebuilt
+        } else {
+            for cp in &mut self.cps {
+                cp.set_params(&cfg);
+            }
+            CpChange::InPlace
+        };
+        self.cp_placement = cfg.placement;
+        self.cnm_priority = cfg.cnm_priority;
+        self.cnm_msdu = cfg.cp_min_header_octets;
+        self.cp_timers = cfg.mode == crate::cp::CpMode::ExplicitRate;
+        self.cp_occupancy = cfg.culprit.uses_occupancy();
+        self.cp_cfg = cfg;
+        Ok(change)
+    }
+
+    /// [`Bridge::set_cp_config`] with `KEY = VALUE` overrides of the settings in force
+    /// (`[cp]` names, [`CpConfig::with_overrides`]).
+    pub fn apply_cp_overrides(&mut self, set: &toml::Table) -> Result<CpChange, ConfigError> {
+        let cfg = self
+            .cp_cfg
+            .with_overrides(set)
+            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        self.set_cp_config(cfg)
     }
 
     /// Number of ports.
@@ -301,7 +469,33 @@ impl Bridge {
         if c.src.is_unicast() {
             self.fdb.learn(now, c.src, c.vid, ingress);
         }
-        let p = usize::from(c.priority);
+        let mut p = usize::from(c.priority);
+        // An edge port keeps frames from outside the domain out of the CNPV queues; a tagged
+        // frame carries its new priority in the PCP (802.1Q clause 32.4, CND defence).
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut frame = frame;
+        let q = usize::from(self.ports[i].remap[p]);
+        if q != p {
+            p = q;
+            self.ports[i].counters.cn_remapped += 1;
+            if let Some(off) = c.vlan_offset {
+                scratch.clear();
+                scratch.extend_from_slice(frame);
+                // walk() checked the tag: the TCI follows the TPID.
+                if let Some(b) = scratch.get_mut(off + 2) {
+                    *b = (*b & 0x1f) | ((q as u8) << 5);
+                }
+                frame = &scratch;
+            }
+        }
+        self.forward(now, i, p, frame, &c);
+        self.scratch = scratch;
+    }
+
+    /// The forwarding decision for a received frame, queued at priority `p`.
+    #[inline]
+    fn forward(&mut self, now: Instant, i: usize, p: usize, frame: &[u8], c: &Classified) {
+        let ingress = PortId(i as u16);
         match decide(&self.fdb, now, ingress, c.dst, c.vid) {
             Decision::Unicast(o) => {
                 if self.ports[o.index()].up {
@@ -522,6 +716,8 @@ impl Bridge {
                 cnm_tx: p.counters.cnm_tx,
                 rate_fb_tx: p.counters.rate_fb_tx,
                 flooded: p.counters.flooded,
+                cn_remapped: p.counters.cn_remapped,
+                cn_tag_stripped: p.counters.cn_tag_stripped,
                 drop_reasons: p.counters.drops,
                 pause_asserted: p.pause_gen.asserted(),
                 paused_by_peer: p.pause_rx.paused_mask(now),
@@ -1200,14 +1396,33 @@ impl Bridge {
             if !pt.shaper.may_start(now, ready) {
                 return;
             }
-            let len = head.len();
+            // An edge or interior port sends the frame without its CN-TAG (QCN-REFERENCE §1;
+            // 802.1Q clause 32.4): 4 octets fewer on the line. The queue and its congestion
+            // point keep accounting the frame as it was queued.
+            let strip = if pt.strip_cn_tag {
+                cn_tag_offset(&head.buf)
+            } else {
+                None
+            };
+            let len = head.len() - if strip.is_some() { CN_TAG_LEN } else { 0 };
             let start;
             if pt.delay.bypass() {
-                if !tx(id, &head.buf) {
+                let sent = match strip {
+                    None => tx(id, &head.buf),
+                    Some(off) => {
+                        let b = &mut self.scratch;
+                        b.clear();
+                        b.extend_from_slice(&head.buf[..off]);
+                        b.extend_from_slice(&head.buf[off + CN_TAG_LEN..]);
+                        tx(id, b)
+                    }
+                };
+                if !sent {
                     return;
                 }
                 pt.counters.tx_frames += 1;
                 pt.counters.tx_bytes += len as u64;
+                pt.counters.cn_tag_stripped += u64::from(strip.is_some());
                 start = pt.shaper.start(now, ready, len);
                 if let Some(mut f) = self.outqs[r].pop() {
                     if f.flow != NO_FLOW {
@@ -1224,6 +1439,10 @@ impl Bridge {
                             cp.departure(f.flow, f.len());
                         }
                         f.flow = NO_FLOW;
+                    }
+                    if let Some(off) = strip {
+                        f.buf.drain(off..off + CN_TAG_LEN);
+                        pt.counters.cn_tag_stripped += 1;
                     }
                     if let Err(f) = pt.delay.push(start, f) {
                         self.pool.recycle(f);

@@ -97,6 +97,63 @@ pub struct PortConfig {
     /// Source MAC of the PAUSE/PFC frames and CNMs sent from this port.
     #[serde(default, deserialize_with = "de_opt_mac")]
     pub mac: Option<EthernetAddress>,
+    /// Congestion-notification-domain defence of this port for every CNPV ([`CndDefense`]).
+    /// Default `interior-ready`: the neighbour is a CN-aware bridge or reaction point.
+    #[serde(default)]
+    pub cnd_defense: CndDefense,
+    /// `edge` ports: the priority that frames received with a CNPV priority are remapped to.
+    /// Default: the next lower priority that is not a CNPV, else the next higher one
+    /// (802.1Q clause 32.4, `ieee8021CnPortPriAlternatePriority`).
+    #[serde(default)]
+    pub alternate_priority: Option<u8>,
+}
+
+/// The congestion-notification-domain (CND) defence of a port: 802.1Q clause 32.4's
+/// per-port, per-CNPV defence mode (`ieee8021CnPortPriAdminDefenseMode`), here one mode for all the bridge's
+/// CNPVs (QCN-REFERENCE §1: "a CN-TAG never leaves its congestion-notification domain: edge
+/// ports strip it").
+///
+/// | mode | CNPV frames received | CN-TAG on frames sent | congestion points |
+/// |---|---|---|---|
+/// | `disabled` | not remapped | kept | none on this port |
+/// | `edge` | remapped to the alternate priority (PCP rewritten) | removed | yes |
+/// | `interior` | not remapped | removed | yes |
+/// | `interior-ready` | not remapped | kept | yes |
+///
+/// `edge` keeps traffic from outside the domain out of the CNPV queues; `interior` faces a
+/// CN-aware neighbour that did not declare itself ready for CN-TAGs; `interior-ready` (the
+/// default) one that did. CNMs are not stripped: they are addressed to a reaction point, and
+/// a reaction point's port is never an edge of its own domain. The standard chooses the mode
+/// from the LLDP CN TLV's per-priority ready bits; this switch takes it from the configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CndDefense {
+    /// Congestion notification administratively off on this port.
+    Disabled,
+    /// The port faces equipment outside the domain.
+    Edge,
+    /// A CN-aware neighbour that is not ready for CN-TAGs.
+    Interior,
+    /// A CN-aware neighbour ready for CN-TAGs.
+    #[default]
+    InteriorReady,
+}
+
+impl CndDefense {
+    /// True when frames sent through the port lose their CN-TAG.
+    pub fn strips_cn_tag(self) -> bool {
+        matches!(self, CndDefense::Edge | CndDefense::Interior)
+    }
+}
+
+/// The alternate priority of an edge port: the next lower priority that is not a CNPV, else
+/// the next higher one (802.1Q clause 32.4). `None` when all eight are CNPVs.
+pub fn alternate_priority(cnpv_mask: u8, p: u8) -> Option<u8> {
+    let free = |q: u8| cnpv_mask & (1 << q) == 0;
+    (0..p)
+        .rev()
+        .find(|&q| free(q))
+        .or_else(|| (p + 1..8).find(|&q| free(q)))
 }
 
 impl PortConfig {
@@ -108,6 +165,8 @@ impl PortConfig {
             delay: Duration::ZERO,
             default_priority: None,
             mac: None,
+            cnd_defense: CndDefense::InteriorReady,
+            alternate_priority: None,
         }
     }
     /// Builder: emulated line rate.
@@ -318,7 +377,8 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    /// An error about `field` (a TOML path).
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError {
             field: field.into(),
             reason: reason.into(),
@@ -366,6 +426,25 @@ impl BridgeConfig {
             }
             if let Some(dp) = p.default_priority {
                 check_priority(&format!("ports[{i}].default_priority"), dp)?;
+            }
+            if let Some(ap) = p.alternate_priority {
+                let f = format!("ports[{i}].alternate_priority");
+                check_priority(&f, ap)?;
+                if self.cp.cnpv_mask() & (1 << ap) != 0 {
+                    return Err(ConfigError::new(
+                        f,
+                        format!("{ap} is a CNPV; the alternate priority must not be one"),
+                    ));
+                }
+            }
+            if p.cnd_defense == CndDefense::Edge
+                && p.alternate_priority.is_none()
+                && alternate_priority(self.cp.cnpv_mask(), 0).is_none()
+            {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].cnd_defense"),
+                    "an edge port needs a priority that is not a CNPV to remap to; all eight are CNPVs",
+                ));
             }
         }
         for (i, s) in self.fdb.static_entries.iter().enumerate() {
@@ -465,6 +544,24 @@ impl BridgeConfig {
     }
 }
 
+/// `KEY = VALUE` pairs as typed on a command line, as a TOML table: a value is read as a TOML
+/// value when it parses as one (`4`, `1.1`, `true`, `[3, 5]`, `"x"`) and as a string otherwise
+/// (`20KB`, `fqcn`, `3ms`), as the scenario files' `--set` overrides are.
+pub fn overrides_table(pairs: &[(String, String)]) -> toml::Table {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), toml_value(v)))
+        .collect()
+}
+
+/// One command-line value as a TOML value (see [`overrides_table`]).
+pub fn toml_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
 fn check_priority(field: &str, p: u8) -> Result<(), ConfigError> {
     if usize::from(p) < NUM_PRIORITIES {
         Ok(())
@@ -550,6 +647,21 @@ mod tests {
         assert_eq!(c.lossless.mode, LosslessMode::Pfc);
         assert_eq!(c.scheduler.policy, PriorityPolicy::Dwrr);
         assert!(serde_json::from_str::<BridgeConfig>(r#"{"bogus":1}"#).is_err());
+    }
+
+    #[test]
+    fn command_line_values_become_toml_values() {
+        assert_eq!(toml_value("4"), toml::Value::Integer(4));
+        assert_eq!(toml_value("1.5"), toml::Value::Float(1.5));
+        assert_eq!(toml_value("20KB"), toml::Value::String("20KB".into()));
+        assert_eq!(toml_value("fqcn"), toml::Value::String("fqcn".into()));
+        assert_eq!(toml_value("\"x y\""), toml::Value::String("x y".into()));
+        assert_eq!(
+            toml_value("[3,5]"),
+            toml::Value::Array(vec![toml::Value::Integer(3), toml::Value::Integer(5)])
+        );
+        let t = overrides_table(&[("a".into(), "1".into()), ("b".into(), "2s".into())]);
+        assert_eq!(t.len(), 2);
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub struct Classified {
     pub vid: u16,
     /// Priority 0..=7.
     pub priority: u8,
+    /// Offset of the outermost VLAN tag's TPID, when tagged.
+    pub vlan_offset: Option<usize>,
     /// MAC-control content, if the frame is one.
     pub mac_control: Option<MacControlRepr>,
     /// A congestion point must not sample this frame: it is congestion feedback itself (CNM,
@@ -67,6 +69,7 @@ pub fn classify(frame: &[u8], default_priority: u8, pvid: u16) -> Result<Classif
         src: info.src,
         vid,
         priority,
+        vlan_offset: info.vlan_offset,
         mac_control,
         cn_exempt,
     })

@@ -28,7 +28,7 @@ pub mod shaper;
 pub mod stats;
 pub mod voq;
 
-pub use bridge::Bridge;
+pub use bridge::{Bridge, CpChange};
 pub use config::{BridgeConfig, ConfigError, LosslessMode, PortConfig};
 pub use cp::{CpConfig, CpMode, CpStats, Culprit, Placement};
 pub use fdb::FdbEntryView;

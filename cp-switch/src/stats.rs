@@ -120,6 +120,11 @@ pub struct PortCounters {
     pub tx_bytes: u64,
     /// Frames received whose destination was flooded.
     pub flooded: u64,
+    /// Frames received with a CNPV priority on an `edge` port and queued at the alternate
+    /// priority (`crate::config::CndDefense`).
+    pub cn_remapped: u64,
+    /// Frames sent without the CN-TAG they were received with (`edge`/`interior` port).
+    pub cn_tag_stripped: u64,
     /// PAUSE/PFC frames sent.
     pub pause_tx: u64,
     /// PAUSE/PFC frames received.
@@ -167,6 +172,10 @@ pub struct PortStats {
     pub rate_fb_tx: u64,
     /// Frames whose destination was flooded.
     pub flooded: u64,
+    /// Frames received with a CNPV priority on an `edge` port, queued at the alternate one.
+    pub cn_remapped: u64,
+    /// Frames sent without their CN-TAG (`edge`/`interior` port).
+    pub cn_tag_stripped: u64,
     /// Drops by reason.
     pub drop_reasons: DropCounters,
     /// Priorities whose input buffer has XOFF asserted upstream (bit p = priority p).

@@ -12,6 +12,9 @@
 //!               ─► other ─► strip tags ─► host queue ─► poll_host
 //! ```
 //!
+//! The reaction-point settings can change while the agent runs ([`Agent::set_rp_config`],
+//! [`Agent::apply_rp_overrides`]); the rest of the configuration is fixed at construction.
+//!
 //! Time enters as `now` and randomness through the [`Rng`] given to [`Agent::new`]; the
 //! daemon, the tests and the simulator drive this same code.
 
@@ -47,6 +50,22 @@ pub enum HostError {
     /// Every flow slot holds an active flow; the frame cannot be classified into one.
     #[error("flow table full")]
     FlowTableFull,
+}
+
+/// What [`Agent::set_rp_config`] did to the live limiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "change")]
+pub enum RpChange {
+    /// They took the new parameters and kept their state.
+    Updated {
+        /// How many.
+        limiters: usize,
+    },
+    /// The mode needs another kind of limiter: they were released.
+    Released {
+        /// How many.
+        limiters: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -117,6 +136,67 @@ impl Agent {
     /// The configuration in force.
     pub fn config(&self) -> &AgentConfig {
         &self.cfg
+    }
+
+    /// Changes the reaction-point algorithm and parameters at run time: `rp_mode` and `rp` of
+    /// `cfg` replace the ones in force (the rest of `cfg` is ignored: line rate, flow key and
+    /// queues stay as built). Checked as at load ([`AgentConfig::validate`]); nothing changes
+    /// when refused. Every live limiter takes the new parameters and keeps its state
+    /// ([`Rp::set_params`]: CR, TR and stages, clamped into the new bounds), and its pacer
+    /// follows its rate — unless the new mode needs another kind of limiter (QCN, QCN/BS,
+    /// explicit rate; see [`Rp::same_kind`]): then every limiter is released (the flows return
+    /// to the line rate, their state reset) and the next feedback creates one of the new kind.
+    /// Limiters created later use the new settings either way.
+    pub fn set_rp_config(
+        &mut self,
+        now: Instant,
+        cfg: &AgentConfig,
+    ) -> Result<RpChange, ConfigError> {
+        let mut next = self.cfg.clone();
+        next.rp_mode = cfg.rp_mode;
+        next.rp = cfg.rp;
+        next.validate()?;
+        let keep = Rp::same_kind(self.cfg.rp_mode, next.rp_mode);
+        self.cfg = next;
+        let mut n = 0;
+        for idx in 0..self.flows.len() {
+            let Some(f) = self.flows[idx].as_mut() else {
+                continue;
+            };
+            let Some(rp) = f.rp.as_mut() else {
+                continue;
+            };
+            n += 1;
+            if keep && rp.set_params(&self.cfg, now) {
+                self.after_increase(now, idx);
+            } else {
+                f.rp = None;
+                f.pacer.set_rate(self.cfg.line_rate);
+                let (flow, rpid) = (idx as u32, f.rpid);
+                self.stats.limiters_released += 1;
+                self.push_event(Event::Released {
+                    at: now,
+                    flow,
+                    rpid,
+                });
+            }
+        }
+        Ok(if keep {
+            RpChange::Updated { limiters: n }
+        } else {
+            RpChange::Released { limiters: n }
+        })
+    }
+
+    /// [`Agent::set_rp_config`] with `KEY = VALUE` overrides of the settings in force
+    /// (`rp_mode` and the `[rp]` names, [`AgentConfig::with_rp_overrides`]).
+    pub fn apply_rp_overrides(
+        &mut self,
+        now: Instant,
+        set: &toml::Table,
+    ) -> Result<RpChange, ConfigError> {
+        let cfg = self.cfg.with_rp_overrides(set)?;
+        self.set_rp_config(now, &cfg)
     }
 
     /// A frame from the host stack (TAP) or a generator. `Err(Backpressure)` if the flow's

@@ -143,7 +143,7 @@ impl FromStr for RpMode {
 }
 
 /// Reaction-point parameters under the dcbnl `ieee_qcn` names (one set for every flow).
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RpParams {
     /// BC_LIMIT: bytes transmitted between two byte-counter expiries (802.1Q 32.13.5
@@ -405,6 +405,71 @@ impl AgentConfig {
     }
 }
 
+/// The keys a run-time reaction-point change takes besides the `[rp]` parameters.
+pub const RP_MODE_KEY: &str = "rp_mode";
+
+impl AgentConfig {
+    /// This configuration with run-time reaction-point overrides applied: `rp_mode` and the
+    /// `[rp]` parameters under their own names (`rpg_ai_rate = "10mbit"`, also accepted as
+    /// `rp.rpg_ai_rate`), values as in a configuration file. Each key is checked on its own
+    /// first (an unknown key, a key that cannot change at run time such as `line_rate`, or a
+    /// value of the wrong kind is reported with that key), then the result as a whole
+    /// ([`AgentConfig::validate`]). Fields are named as in the file (`rp_mode`,
+    /// `rp.rpg_ai_rate`).
+    pub fn with_rp_overrides(&self, set: &toml::Table) -> Result<AgentConfig, ConfigError> {
+        let mut cfg = self.clone();
+        let mut rp =
+            toml::Table::try_from(self.rp).map_err(|e| ConfigError::new("rp", e.to_string()))?;
+        for (key, v) in set {
+            let k = key.strip_prefix("rp.").unwrap_or(key);
+            if k == RP_MODE_KEY {
+                cfg.rp_mode = v
+                    .clone()
+                    .try_into()
+                    .map_err(|e: toml::de::Error| ConfigError::new(RP_MODE_KEY, e.message()))?;
+                continue;
+            }
+            let mut one = toml::Table::new();
+            one.insert(k.to_string(), v.clone());
+            if let Err(e) = one.clone().try_into::<RpParams>() {
+                let top_level = one.try_into::<AgentConfig>().is_ok();
+                return Err(if top_level && !key.starts_with("rp.") {
+                    ConfigError::new(
+                        key.as_str(),
+                        "cannot change at run time (only rp_mode and the [rp] parameters can)",
+                    )
+                } else {
+                    ConfigError::new(format!("rp.{k}"), e.message())
+                });
+            }
+            rp.insert(k.to_string(), v.clone());
+        }
+        cfg.rp = rp
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::new("rp", e.message()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// `KEY = VALUE` pairs as typed on a command line, as a TOML table: a value is read as a TOML
+/// value when it parses as one (`4`, `0.1`, `true`, `"x"`) and as a string otherwise
+/// (`10mbit`, `adaptive-bc`, `15ms`), as the scenario files' `--set` overrides are.
+pub fn overrides_table(pairs: &[(String, String)]) -> toml::Table {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), toml_value(v)))
+        .collect()
+}
+
+/// One command-line value as a TOML value (see [`overrides_table`]).
+pub fn toml_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
 fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {
     let s = Option::<String>::deserialize(d)?;
     s.map(|s| EthernetAddress::from_str(&s).map_err(serde::de::Error::custom))
@@ -418,6 +483,47 @@ mod tests {
     #[test]
     fn defaults_validate() {
         AgentConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn run_time_overrides_check_each_key() {
+        let base = AgentConfig::default();
+        let set = |text: &str| base.with_rp_overrides(&toml::from_str(text).unwrap());
+        let c = set("rp_mode = \"adaptive-bc\"\nrpg_ai_rate = \"10mbit\"\nrpg_gd = 6").unwrap();
+        assert_eq!(c.rp_mode, RpMode::AdaptiveBc);
+        assert_eq!(c.rp.rpg_ai_rate, Rate::from_mbps(10));
+        assert_eq!(c.rp.rpg_gd, 6);
+        assert_eq!(c.rp.rpg_time_reset, base.rp.rpg_time_reset);
+        let c = set("\"rp.rpg_time_reset\" = \"3ms\"").unwrap();
+        assert_eq!(c.rp.rpg_time_reset, Duration::from_millis(3));
+        for (text, field, words) in [
+            ("rp_mode = \"fast\"", "rp_mode", "fast"),
+            ("rpg_gd = 99", "rp.rpg_gd", "0..=16"),
+            ("rpg_ai_rate = \"quick\"", "rp.rpg_ai_rate", "quick"),
+            ("r_ai = \"1mbit\"", "rp.r_ai", "unknown field"),
+            ("line_rate = \"1mbit\"", "line_rate", "run time"),
+            (
+                "rpg_min_rate = \"2gbit\"",
+                "rp.rpg_min_rate",
+                "rpg_max_rate",
+            ),
+        ] {
+            let e = set(text).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+            assert!(e.to_string().contains(words), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn command_line_values_become_toml_values() {
+        assert_eq!(toml_value("4"), toml::Value::Integer(4));
+        assert_eq!(toml_value("0.5"), toml::Value::Float(0.5));
+        assert_eq!(toml_value("10mbit"), toml::Value::String("10mbit".into()));
+        assert_eq!(
+            toml_value("adaptive-bc"),
+            toml::Value::String("adaptive-bc".into())
+        );
+        assert_eq!(overrides_table(&[("a".into(), "1".into())]).len(), 1);
     }
 
     #[test]

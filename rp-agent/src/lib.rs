@@ -24,7 +24,7 @@ pub mod rp;
 pub mod stats;
 pub mod tagger;
 
-pub use agent::{Agent, HostError};
+pub use agent::{Agent, HostError, RpChange};
 pub use config::{AgentConfig, ConfigError, FlowKeyMode, RpMode, RpModeError, RpParams};
 pub use rp::RpState;
 pub use stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};

@@ -5,6 +5,9 @@
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
 //! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--capture] [--seed N] [--set K=V]...
+//!              [--cp-mode qcn|fqcn|explicit-rate]
+//!              [--culprit arrival|occupancy-deterministic|occupancy-random]
+//!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
 //! testbed list
 //! testbed compare SCENARIO --modes qcn,off [--mode netns|sim] [--out DIR] [--set K=V]...
 //! testbed sim TOPOLOGY.toml
@@ -53,6 +56,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Incast server inside a run's namespace (see testbed::run::incast).
+    #[command(hide = true)]
+    IncastServer {
+        /// TCP port.
+        #[arg(long)]
+        port: u16,
+    },
+    /// Incast client inside a run's namespace (see testbed::run::incast).
+    #[command(hide = true)]
+    IncastClient {
+        /// A server, IP:PORT (repeat).
+        #[arg(long = "server", required = true)]
+        servers: Vec<std::net::SocketAddr>,
+        /// Octets asked of each server per round.
+        #[arg(long)]
+        sru: cnm_proto::Bytes,
+        /// Rounds at most.
+        #[arg(long)]
+        rounds: u64,
+        /// Stop starting rounds after this long.
+        #[arg(long)]
+        duration: Duration,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,6 +95,15 @@ struct Common {
     /// `scenario.netns.duration=10s` (see `testbed::scenario`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// Congestion-point algorithm of every switch (default: the file's).
+    #[arg(long, value_enum)]
+    cp_mode: Option<run::modes::CpModeArg>,
+    /// Culprit selection of every switch's congestion points (default: the file's).
+    #[arg(long, value_enum)]
+    culprit: Option<run::modes::CulpritArg>,
+    /// Reaction-point mode of every host (default: the file's).
+    #[arg(long, value_enum)]
+    rp_mode: Option<run::modes::RpModeArg>,
     /// Capture the bottleneck port into bottleneck.pcap.
     #[arg(long)]
     capture: bool,
@@ -118,6 +153,11 @@ impl Common {
         o.bin_dir = self.bin_dir.clone();
         o.quiet = self.quiet;
         o.no_plots = self.no_plots;
+        o.modes = run::modes::ModeFlags {
+            cp_mode: self.cp_mode,
+            culprit: self.culprit,
+            rp_mode: self.rp_mode,
+        };
         o
     }
 }
@@ -213,16 +253,51 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     run::timestamp()
                 ))
             });
-            let (_, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            let (outs, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            for o in &outs {
+                print!(
+                    "{}",
+                    testbed::report::table::summary_table(&o.report.summary)
+                );
+                println!();
+            }
             print!("{}", rep.table);
             println!("results: {}", dir.display());
             for f in &rep.files {
                 println!("  {}", f.display());
             }
+            for o in &outs {
+                println!("  {}", o.dir.join("report.md").display());
+                for name in ["bottleneck.pcap", "cnms.pcap"] {
+                    let pcap = o.dir.join(name);
+                    if pcap.exists() {
+                        println!("  {}", pcap.display());
+                    }
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::IncastServer { port } => {
+            run::incast::serve(port)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::IncastClient {
+            servers,
+            sru,
+            rounds,
+            duration,
+        } => {
+            let o = run::incast::ClientOptions {
+                servers,
+                sru: sru.get(),
+                rounds,
+                duration: duration.to_std(),
+            };
+            run::incast::client(&o, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Down { all, dry_run, json } => {

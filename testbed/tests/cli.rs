@@ -213,3 +213,88 @@ fn bench_reports_a_cp_switch_that_fails_to_start() {
         "{error}"
     );
 }
+
+#[test]
+fn mode_flags_reject_nonsense_before_running() {
+    // Explicit-rate switches with CNM-driven sources: an open loop, refused up front.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "dumbbell",
+            "--mode",
+            "sim",
+            "--cp-mode",
+            "explicit-rate",
+            "--no-plots",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--cp-mode explicit-rate"), "{err}");
+    assert!(err.contains("--rp-mode explicit-rate"), "{err}");
+    // FQCN picks its own culprits.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "dumbbell",
+            "--mode",
+            "sim",
+            "--cp-mode",
+            "fqcn",
+            "--culprit",
+            "occupancy-random",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--culprit occupancy-random"), "{err}");
+    // Unknown values are clap's business.
+    let out = Command::new(BIN)
+        .args(["run", "dumbbell", "--rp-mode", "fastest"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("adaptive-bc+qcn-bs"), "{err}");
+}
+
+#[test]
+fn mode_flags_run_in_the_simulator() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-mode-flags-{}", std::process::id()));
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "dumbbell",
+            "--mode",
+            "sim",
+            "--set",
+            "duration=60ms",
+            "--set",
+            "scenario.window=[\"20ms\",\"60ms\"]",
+            "--cp-mode",
+            "fqcn",
+            "--rp-mode",
+            "adaptive-bc",
+            "--no-plots",
+            "--quiet",
+            "--json",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "sim");
+    assert_eq!(v["variant"], "fqcn_adaptive-bc");
+    assert!(v["jain"].as_f64().unwrap() > 0.9, "{v}");
+}

@@ -40,7 +40,16 @@
 //! * An interval with no arrival and an empty queue ends the measurements (no update, nothing
 //!   to send); the next arrival starts a new interval. So an idle switch has no timer.
 //! * The queue length `q` is the CP queue's occupancy at the end of the interval.
+//! * `A` counts the octets each frame costs on the line, the same way the port's line
+//!   emulation charges them ([`LineCost`], from the bridge's `[shaper]` settings): by default
+//!   the frame padded to 60 octets (802.3-2018 clause 4.2.3.3), plus the 4-octet FCS (clause
+//!   3.2.9), plus 20 octets of preamble, SFD and minimum inter-packet gap (clauses 3.1.1 and
+//!   4.4.2). `C` is a line rate, so `A` and `C` must count the same octets: counting only the
+//!   frame's own octets would make a fully used link show `A = 0.984·C` for 1500-octet frames,
+//!   and the queue would settle where `f(q) = 0.984` — at 1.34·qeq, not at qeq.
 
+use crate::config::ShaperConfig;
+use crate::shaper::{FCS_LEN, MIN_FRAME, WIRE_OVERHEAD};
 use cnm_proto::{Duration, Instant, Rate};
 
 /// Default a of the hyperbolic queue control (the seed's simulation parameters).
@@ -130,6 +139,61 @@ pub fn queue_control(q: u64, qeq: u64, a: f64, b: f64, c: f64) -> f64 {
     }
 }
 
+/// What a frame of `len` octets (as handed to the bridge: no FCS) costs on the line the CP's
+/// capacity `C` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineCost {
+    /// Octets added to every frame (FCS, preamble, SFD, inter-packet gap).
+    pub extra: u64,
+    /// Shorter frames count as this many octets (the MAC pads them); 0 = no padding.
+    pub pad_to: u64,
+}
+
+impl LineCost {
+    /// A real Ethernet line: padded to 60 octets (802.3-2018 clause 4.2.3.3), + 4 FCS
+    /// (clause 3.2.9), + 20 preamble/SFD/IPG (clauses 3.1.1, 4.4.2). The default, matching the
+    /// default `[shaper]`.
+    pub const ETHERNET: LineCost = LineCost {
+        extra: FCS_LEN + WIRE_OVERHEAD,
+        pad_to: MIN_FRAME,
+    };
+
+    /// The frame's own octets only (a line emulation that charges nothing else, e.g. the
+    /// daemon's default on veth).
+    pub const FRAME: LineCost = LineCost {
+        extra: 0,
+        pad_to: 0,
+    };
+
+    /// The cost the port's line emulation charges (`crate::shaper::Shaper::new` adds the same
+    /// parts for the same switches).
+    pub fn of(cfg: &ShaperConfig) -> LineCost {
+        let mut extra = 0;
+        if cfg.wire_overhead {
+            extra += WIRE_OVERHEAD;
+        }
+        if cfg.fcs {
+            extra += FCS_LEN;
+        }
+        LineCost {
+            extra,
+            pad_to: if cfg.pad { MIN_FRAME } else { 0 },
+        }
+    }
+
+    /// Octets a frame of `len` octets costs.
+    #[inline]
+    pub fn octets(&self, len: usize) -> u64 {
+        (len as u64).max(self.pad_to) + self.extra
+    }
+}
+
+impl Default for LineCost {
+    fn default() -> Self {
+        LineCost::ETHERNET
+    }
+}
+
 /// What one measurement found.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measurement {
@@ -148,6 +212,7 @@ pub struct Measurement {
 pub struct ExplicitRate {
     params: ErParams,
     capacity: Rate,
+    cost: LineCost,
     rate: Rate,
     arrived: u64,
     started: Instant,
@@ -157,11 +222,13 @@ pub struct ExplicitRate {
 }
 
 impl ExplicitRate {
-    /// A CP feeding a link of capacity `capacity`; r_0 = C/2.
+    /// A CP feeding a link of capacity `capacity`; r_0 = C/2. Frames are counted at
+    /// [`LineCost::ETHERNET`] until [`ExplicitRate::set_line_cost`] says otherwise.
     pub fn new(params: ErParams, capacity: Rate) -> ExplicitRate {
         ExplicitRate {
             params,
             capacity,
+            cost: LineCost::ETHERNET,
             rate: Rate::from_bps(capacity.bps() / 2),
             arrived: 0,
             started: Instant::ZERO,
@@ -188,6 +255,16 @@ impl ExplicitRate {
         }
     }
 
+    /// How frames are counted against C (the port's line emulation).
+    pub fn set_line_cost(&mut self, cost: LineCost) {
+        self.cost = cost;
+    }
+
+    /// How frames are counted against C.
+    pub fn line_cost(&self) -> LineCost {
+        self.cost
+    }
+
     /// The advertised rate r.
     pub fn rate(&self) -> Rate {
         self.rate
@@ -209,10 +286,11 @@ impl ExplicitRate {
         self.next
     }
 
-    /// A frame of `len` octets arrived at `now`; starts an interval if none runs.
+    /// A frame of `len` octets (no FCS) arrived at `now`; counts what it costs on the line
+    /// ([`LineCost`]) and starts an interval if none runs.
     #[inline]
     pub fn arrival(&mut self, now: Instant, len: usize) {
-        self.arrived += len as u64;
+        self.arrived += self.cost.octets(len);
         if self.next.is_none() {
             self.started = now;
             self.next = Some(now + self.params.interval_for(self.capacity));
@@ -316,6 +394,8 @@ mod tests {
             ..ErParams::default()
         };
         let mut er = ExplicitRate::new(p, Rate::from_mbps(100));
+        // Octets as given (the arrivals below are whole intervals' worth, not frames).
+        er.set_line_cost(LineCost::FRAME);
         assert_eq!(er.rate(), Rate::from_mbps(50));
         let t0 = Instant::from_nanos(1_000_000);
         assert_eq!(er.next_due(), None);
@@ -355,6 +435,7 @@ mod tests {
         };
         let t = p.interval_for(c);
         let mut er = ExplicitRate::new(p, c);
+        er.set_line_cost(LineCost::FRAME);
         let n = 4.0;
         let mut q = 0f64;
         let mut now = Instant::from_nanos(0);
@@ -369,6 +450,78 @@ mod tests {
         let share = er.rate().as_f64() / (c.as_f64() / n);
         assert!((share - 1.0).abs() < 0.02, "r = {} of C/N", share);
         assert!((q - 30_000.0).abs() < 3_000.0, "q = {q}");
+    }
+
+    #[test]
+    fn line_cost_counts_what_the_wire_carries() {
+        let e = LineCost::ETHERNET;
+        assert_eq!(e, LineCost::default());
+        assert_eq!(e.octets(1500), 1524);
+        // Padded to 60, + FCS + preamble/SFD/IPG: a minimum frame costs 84 octets.
+        assert_eq!(e.octets(42), 84);
+        assert_eq!(LineCost::FRAME.octets(42), 42);
+        assert_eq!(LineCost::of(&ShaperConfig::default()), LineCost::ETHERNET);
+        let veth = ShaperConfig {
+            wire_overhead: false,
+            fcs: false,
+            pad: false,
+            ..ShaperConfig::default()
+        };
+        assert_eq!(LineCost::of(&veth), LineCost::FRAME);
+        let ifg_only = ShaperConfig {
+            wire_overhead: true,
+            ..veth
+        };
+        assert_eq!(LineCost::of(&ifg_only).octets(100), 120);
+        let mut er = ExplicitRate::new(ErParams::default(), Rate::from_gbps(10));
+        assert_eq!(er.line_cost(), LineCost::ETHERNET);
+        er.set_line_cost(LineCost::FRAME);
+        assert_eq!(er.line_cost(), LineCost::FRAME);
+    }
+
+    /// 4 sources of 1500-octet frames into a 10 Gb/s Ethernet line (1524 wire octets per
+    /// frame), frame by frame. Returns the queue (frame octets, as the bridge counts it) after
+    /// 2000 intervals, with the CP counting arrivals at `cost`.
+    fn frames_on_a_wire(cost: LineCost) -> f64 {
+        let c = Rate::from_gbps(10);
+        let p = ErParams {
+            qeq: 33_000,
+            ..ErParams::default()
+        };
+        let t = p.interval_for(c);
+        let mut er = ExplicitRate::new(p, c);
+        er.set_line_cost(cost);
+        let (n, wire, frame) = (4.0, 1524.0, 1500.0);
+        // Frames the line drains per interval.
+        let drain = c.as_f64() * t.as_secs_f64() / 8.0 / wire;
+        let (mut q, mut carry) = (0f64, 0f64);
+        let mut now = Instant::from_nanos(0);
+        for _ in 0..2000 {
+            // Each source sends at r on the wire (its limiter's rate).
+            carry += n * er.rate().as_f64() * t.as_secs_f64() / 8.0 / wire;
+            let k = carry.floor();
+            carry -= k;
+            for _ in 0..k as u64 {
+                er.arrival(now, frame as usize);
+            }
+            q = (q + (k - drain) * frame).max(0.0);
+            now += t;
+            er.tick(now, q as u64);
+        }
+        q
+    }
+
+    #[test]
+    fn queue_settles_at_qeq_when_arrivals_count_wire_octets() {
+        // Counting what the line carries: a full line shows A = C and the queue sits at qeq.
+        let q = frames_on_a_wire(LineCost::ETHERNET);
+        assert!((q - 33_000.0).abs() < 0.05 * 33_000.0, "q = {q}");
+        // Counting frame octets against a line rate (the old behaviour): A = 0.984·C at full
+        // use, the control settles where f(q) = 1500/1524 = 0.984, i.e.
+        // q = qeq·(1.05/0.984 − 1)/0.05 = 1.34·qeq = 44.3 KB.
+        let q = frames_on_a_wire(LineCost::FRAME);
+        let want = 33_000.0 * (1.05 * 1524.0 / 1500.0 - 1.0) / 0.05;
+        assert!((q - want).abs() < 0.05 * want, "q = {q}, want {want}");
     }
 
     #[test]

@@ -156,7 +156,7 @@ impl std::str::FromStr for CpMode {
 /// address, destination address, etc."): applies to the flows matching every field given
 /// (source MAC, VID — 0 for untagged —, priority). The first matching entry wins; flows
 /// matching none have weight 1.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowWeight {
     /// Source MAC of the flow.
@@ -190,7 +190,20 @@ pub fn weight_of(weights: &[FlowWeight], id: &FlowId) -> u32 {
 
 /// Congestion-point settings of the bridge (`[cp]` in the bridge configuration). Parameter
 /// names follow the IEEE8021-CN-MIB.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+///
+/// # Changes at run time
+/// [`crate::Bridge::set_cp_config`] (and the daemon's `ctl set cp KEY=VALUE`) replace these
+/// settings while the bridge runs; [`CpConfig::with_overrides`] applies `KEY = VALUE` pairs
+/// with the names below and the validation of a configuration file. Parameters that only scale
+/// the algorithm — `cp_queue_set_point`, `cp_feedback_weight`, `cp_min_sample_base`,
+/// `cnm_priority`, `cp_min_header_octets` and the `er_*` settings — change in place: a QCN CP
+/// keeps Qold and its sampling countdown (shortened to a smaller base), so the next sample
+/// already uses the new Qeq and w (802.1Q-2011 32.8.6 computes Fb from the current
+/// parameters at each sample). An explicit-rate CP whose `er_*` settings or Qeq change starts
+/// a new measurement from r = C/2. The structural settings — `placement`, `mode`, `culprit`,
+/// `cnpv`, `max_flows`, `fqcn_weights` — rebuild the CPs: sampling state and flow tables
+/// start afresh (counters of a CP that keeps its CPID are carried over).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CpConfig {
     /// Where the CPs sit. Default `output`.
@@ -283,6 +296,40 @@ impl CpConfig {
             qeq: self.cp_queue_set_point.get(),
             min_rate: self.er_min_rate,
         }
+    }
+
+    /// This configuration with `set` applied: keys are the `[cp]` names, values as in a
+    /// configuration file (`cp_queue_set_point = "20KB"`, `cp_feedback_weight = 4`,
+    /// `mode = "fqcn"`). Each key is checked on its own first, so an unknown key or a value of
+    /// the wrong kind is reported with that key; the result is then checked as a whole
+    /// ([`CpConfig::validate`]). The error is `(field, reason)` with the field relative to
+    /// `[cp]`.
+    pub fn with_overrides(&self, set: &toml::Table) -> Result<CpConfig, (String, String)> {
+        let mut merged =
+            toml::Table::try_from(self).map_err(|e| ("(cp)".to_string(), e.to_string()))?;
+        for (k, v) in set {
+            let mut one = toml::Table::new();
+            one.insert(k.clone(), v.clone());
+            one.try_into::<CpConfig>()
+                .map_err(|e: toml::de::Error| (k.clone(), e.message().to_string()))?;
+            merged.insert(k.clone(), v.clone());
+        }
+        let cfg: CpConfig = merged
+            .try_into()
+            .map_err(|e: toml::de::Error| ("(cp)".to_string(), e.message().to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Whether going from `self` to `new` changes which CPs exist or how they pick culprits
+    /// (the CPs are then rebuilt rather than updated in place).
+    pub fn needs_rebuild(&self, new: &CpConfig) -> bool {
+        self.placement != new.placement
+            || self.mode != new.mode
+            || self.culprit != new.culprit
+            || self.cnpv_mask() != new.cnpv_mask()
+            || self.max_flows != new.max_flows
+            || self.fqcn_weights != new.fqcn_weights
     }
 
     /// Whether CPs of this configuration keep a flow table.
@@ -688,6 +735,38 @@ impl CongestionPoint {
         }
         self.counters.culprits += self.targets.len() as u64;
         self.counters.last_culprits = self.targets.len() as u32;
+    }
+
+    /// Applies the parameters of `cfg` that change in place (see [`CpConfig`]): QCN's Qeq, w
+    /// and sampling base keep Qold and the countdown; an explicit-rate CP whose parameters
+    /// differ restarts its measurement at r = C/2 with the same C. `cfg` must be valid and
+    /// must not need a rebuild ([`CpConfig::needs_rebuild`]): mode, culprit and flow table are
+    /// left as they are.
+    pub fn set_params(&mut self, cfg: &CpConfig) {
+        match &mut self.algo {
+            CpAlgo::Qcn(q) | CpAlgo::Fqcn(q) => q.set_params(cfg.qcn_params()),
+            CpAlgo::ExplicitRate(e) => {
+                let p = cfg.er_params();
+                if *e.params() != p {
+                    let cost = e.line_cost();
+                    *e = explicit_rate::ExplicitRate::new(p, e.capacity());
+                    e.set_line_cost(cost);
+                }
+            }
+        }
+    }
+
+    /// Carries the counters of `old` (the CP this one replaces, same CPID) over.
+    pub fn inherit_counters(&mut self, old: &CongestionPoint) {
+        self.counters = old.counters.clone();
+    }
+
+    /// How an explicit-rate CP counts frames against its capacity: what the port's line
+    /// emulation charges per frame ([`explicit_rate::LineCost`]). Other modes ignore it.
+    pub fn set_line_cost(&mut self, cost: explicit_rate::LineCost) {
+        if let CpAlgo::ExplicitRate(e) = &mut self.algo {
+            e.set_line_cost(cost);
+        }
     }
 
     /// The explicit-rate link capacity changed (the port's emulated rate).

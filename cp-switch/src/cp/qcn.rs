@@ -212,6 +212,16 @@ impl Qcn {
         &self.vars
     }
 
+    /// New settings at run time (validate them first). Qold and the countdown in progress are
+    /// kept, so the next sample compares against the same Qold; a countdown longer than the new
+    /// sampling base is shortened to it (a smaller base takes effect at once).
+    pub fn set_params(&mut self, params: QcnParams) {
+        let base = params.cp_min_sample_base.get().max(1);
+        self.params = params;
+        self.vars.bytes_to_sample = self.vars.bytes_to_sample.min(base as i64);
+        self.vars.interval = self.vars.interval.min(base);
+    }
+
     /// A frame of `len` octets arrived; the queue now holds `qlen` octets (the frame included).
     /// Returns the sample when this frame is sampled.
     #[inline]

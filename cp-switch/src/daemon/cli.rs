@@ -84,7 +84,7 @@ use cp_switch::cp::{CpMode, Culprit};
 use cp_switch::Placement;
 use serde::Deserialize;
 
-/// One `--port IF[,rate=R][,delay=D]` or `[[port]]` entry.
+/// One `--port IF[,rate=R][,delay=D][,cnd=MODE][,alt=P]` or `[[port]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortSpec {
@@ -96,6 +96,13 @@ pub struct PortSpec {
     /// Propagation delay added after serialisation.
     #[serde(default)]
     pub delay: Option<Duration>,
+    /// CND defence (`disabled`, `edge`, `interior`, `interior-ready`; default
+    /// `interior-ready`), `cp_switch::config::CndDefense`.
+    #[serde(default)]
+    pub cnd_defense: Option<cp_switch::config::CndDefense>,
+    /// Alternate priority of an `edge` port (default: the standard rule).
+    #[serde(default)]
+    pub alternate_priority: Option<u8>,
 }
 
 impl std::str::FromStr for PortSpec {
@@ -112,6 +119,8 @@ impl std::str::FromStr for PortSpec {
             name,
             rate: None,
             delay: None,
+            cnd_defense: None,
+            alternate_priority: None,
         };
         for kv in parts {
             let (k, v) = kv
@@ -130,9 +139,30 @@ impl std::str::FromStr for PortSpec {
                             .map_err(|e| format!("port {}: delay: {e}", spec.name))?,
                     )
                 }
+                "cnd" => {
+                    spec.cnd_defense = Some(
+                        toml::Value::String(v.trim().to_string())
+                            .try_into()
+                            .map_err(|_| {
+                                format!(
+                                    "port {}: cnd: {v:?}: expected disabled, edge, interior or interior-ready",
+                                    spec.name
+                                )
+                            })?,
+                    )
+                }
+                "alt" => {
+                    spec.alternate_priority = Some(
+                        v.trim()
+                            .parse::<u8>()
+                            .ok()
+                            .filter(|p| *p < 8)
+                            .ok_or_else(|| format!("port {}: alt: {v:?} is not a priority 0-7", spec.name))?,
+                    )
+                }
                 other => {
                     return Err(format!(
-                        "port {}: unknown option {other:?} (expected rate or delay)",
+                        "port {}: unknown option {other:?} (expected rate, delay, cnd or alt)",
                         spec.name
                     ))
                 }
@@ -171,7 +201,7 @@ pub struct StaticFdb {
 pub struct RunArgs {
     /// A switch port: interface name with optional `,rate=R` (e.g. 100mbit) and `,delay=D`
     /// (e.g. 25us). Repeat for every port.
-    #[arg(long = "port", value_name = "IF[,rate=R][,delay=D]")]
+    #[arg(long = "port", value_name = "IF[,rate=R][,delay=D][,cnd=MODE][,alt=P]")]
     #[serde(default, rename = "port")]
     pub ports: Vec<PortSpec>,
     /// Line rate for ports without `rate=` (unset: such ports are not shaped).
@@ -352,6 +382,12 @@ mod tests {
         assert!(e.contains("rate"), "{e}");
         assert!("eth0,speed=1".parse::<PortSpec>().is_err());
         assert!("".parse::<PortSpec>().is_err());
+        let p: PortSpec = "h1,cnd=edge,alt=1".parse().unwrap();
+        assert_eq!(p.cnd_defense, Some(cp_switch::config::CndDefense::Edge));
+        assert_eq!(p.alternate_priority, Some(1));
+        let e = "h1,cnd=outside".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("interior-ready"), "{e}");
+        assert!("h1,alt=8".parse::<PortSpec>().is_err());
         assert!("a-name-much-too-long-for-linux"
             .parse::<PortSpec>()
             .is_err());

@@ -2,7 +2,10 @@
 //! answers one JSON object per line, `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
 //!
 //! Commands are the words users type after `cp-switch ctl --socket PATH`: `show ports`,
-//! `show fdb`, `show queues`, `show cps`, `stats`, `set rate PORT RATE`, `set delay PORT DUR`. The listener
+//! `show fdb`, `show queues`, `show cps`, `stats`, `set rate PORT RATE`, `set delay PORT DUR`,
+//! `set cp KEY=VALUE...` (or `set cp KEY VALUE`: congestion-point settings under their `[cp]`
+//! names, applied to every CP at once with the rules of `cp_switch::Bridge::set_cp_config`;
+//! the answer echoes the settings now in force and whether the CPs were rebuilt). The listener
 //! runs on the daemon's second thread; every command is handed to the dataplane thread through a
 //! channel and answered from the dataplane's own state between two batches, so the dataplane
 //! never shares its state behind a lock. The socket machinery is [`cnm_proto::phy::ctl`]; this
@@ -40,6 +43,30 @@ pub enum Command {
         /// New propagation delay.
         delay: Duration,
     },
+    /// `set cp KEY=VALUE...` or `set cp KEY VALUE`
+    SetCp {
+        /// The `[cp]` settings to change, as typed (values are read as by
+        /// [`cp_switch::config::overrides_table`]).
+        set: Vec<(String, String)>,
+    },
+}
+
+/// `KEY=VALUE...` words, or the two words `KEY VALUE`, as pairs.
+pub fn parse_pairs(w: &[&str]) -> Result<Vec<(String, String)>, String> {
+    if let [k, v] = w {
+        if !k.contains('=') && !v.contains('=') {
+            return Ok(vec![(k.to_string(), v.to_string())]);
+        }
+    }
+    if w.is_empty() {
+        return Err("expected KEY=VALUE or KEY VALUE".into());
+    }
+    w.iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("{p:?}: expected KEY=VALUE")),
+        })
+        .collect()
 }
 
 impl Command {
@@ -70,9 +97,12 @@ impl Command {
                     .parse::<Duration>()
                     .map_err(|e| format!("set delay: invalid duration {d:?}: {e}"))?,
             }),
+            ["set", "cp", rest @ ..] => Ok(Command::SetCp {
+                set: parse_pairs(rest).map_err(|e| format!("set cp: {e}"))?,
+            }),
             _ => Err(format!(
                 "unknown command {:?}; expected one of: show ports | show fdb | show queues | show cps | \
-                 stats | set rate PORT RATE | set delay PORT DUR",
+                 stats | set rate PORT RATE | set delay PORT DUR | set cp KEY=VALUE...",
                 w.join(" ")
             )),
         }
@@ -110,6 +140,25 @@ mod tests {
         );
         assert!(Command::parse(&["set", "rate", "p1", "fast"]).is_err());
         assert!(Command::parse(&["reboot"]).is_err());
+        assert_eq!(
+            Command::parse(&["set", "cp", "cp_queue_set_point", "20KB"]).unwrap(),
+            Command::SetCp {
+                set: vec![("cp_queue_set_point".into(), "20KB".into())]
+            }
+        );
+        assert_eq!(
+            Command::parse(&["set", "cp", "cp_feedback_weight=4", "mode=fqcn"]).unwrap(),
+            Command::SetCp {
+                set: vec![
+                    ("cp_feedback_weight".into(), "4".into()),
+                    ("mode".into(), "fqcn".into())
+                ]
+            }
+        );
+        assert!(Command::parse(&["set", "cp"]).is_err());
+        assert!(Command::parse(&["set", "cp", "a=1", "b"]).is_err());
+        assert!(Command::parse(&["set", "cp", "=1"]).is_err());
+        assert!(Command::parse(&["set", "cp", "a", "b", "c"]).is_err());
         assert_eq!(
             Command::parse(&["set", "delay", "p2", "25us"]).unwrap(),
             Command::SetDelay {

@@ -6,6 +6,9 @@
 //! then sleep in `ppoll` until a port is readable or the bridge's next departure
 //! ([`Bridge::poll_timeout`]), with nanosecond precision.
 //!
+//! A `ctl set cp` that succeeds is also written to the trace as a `{"type": "cp_config", "t",
+//! "set", "change"}` record, so a run's analysis sees when the congestion points changed.
+//!
 //! A port whose interface disappears is marked down in the bridge (its queues are flushed and
 //! counted) and reopened when the interface comes back.
 
@@ -66,6 +69,8 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
                 let mut pc = PortConfig::new(p.name.clone());
                 pc.rate = p.rate;
                 pc.delay = p.delay.unwrap_or(Duration::ZERO);
+                pc.cnd_defense = p.cnd_defense.unwrap_or_default();
+                pc.alternate_priority = p.alternate_priority;
                 pc
             })
             .collect();
@@ -324,7 +329,18 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             bridge.drain_events(&mut |_| {});
         }
 
-        ctl::answer_pending(&req_rx, |cmd| handle_command(&mut bridge, &slots, &cmd));
+        ctl::answer_pending(&req_rx, |cmd| {
+            let r = handle_command(&mut bridge, &slots, &cmd);
+            if let (Command::SetCp { .. }, Ok(v), Some(t)) = (&cmd, &r, trace.as_mut()) {
+                // The change in the trace, beside the queue records it affects.
+                let at = phy::clock::now().as_nanos();
+                t.record(
+                    json!({"type": "cp_config", "t": at, "set": v["set"], "change": v["change"]})
+                        .to_string(),
+                );
+            }
+            r
+        });
 
         // Sleep until a port is readable, the bridge has a departure due, or a housekeeping
         // deadline passes.
@@ -489,7 +505,19 @@ fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Res
             bridge.set_port_delay(now, p, *delay);
             Ok(json!({"port": port, "delay": delay}))
         }
+        Command::SetCp { set } => set_cp(bridge, set),
     }
+}
+
+/// `set cp`: applies the overrides; answers what changed, how, and the `[cp]` settings now in
+/// force.
+fn set_cp(bridge: &mut Bridge, set: &[(String, String)]) -> Result<Value, String> {
+    let table = cp_switch::config::overrides_table(set);
+    let change = bridge
+        .apply_cp_overrides(&table)
+        .map_err(|e| e.to_string())?;
+    let now = toml::Table::try_from(bridge.cp_config()).map_err(|e| e.to_string())?;
+    Ok(json!({"set": table, "change": change, "cp": now}))
 }
 
 #[cfg(test)]
@@ -538,6 +566,37 @@ mod tests {
         };
         let e = bridge_config(&bad).unwrap_err().to_string();
         assert!(e.contains("cp.cnpv[0]"), "{e}");
+    }
+
+    #[test]
+    fn set_cp_answers_the_settings_in_force_or_an_error() {
+        let args = RunArgs {
+            ports: vec!["p1".parse().unwrap(), "p2".parse().unwrap()],
+            ..Default::default()
+        };
+        let cfg = bridge_config(&args).unwrap();
+        let mut bridge = Bridge::new(cfg, cnm_proto::rng::Rng::new(1)).unwrap();
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let v = set_cp(
+            &mut bridge,
+            &pairs(&[("cp_queue_set_point", "20KB"), ("cp_feedback_weight", "4")]),
+        )
+        .unwrap();
+        assert_eq!(v["change"], "in-place");
+        assert_eq!(v["set"]["cp_feedback_weight"], 4);
+        assert_eq!(v["cp"]["cp_feedback_weight"], 4);
+        assert!(bridge.cp_stats().iter().all(|c| c.qeq == 20_000));
+        let v = set_cp(&mut bridge, &pairs(&[("mode", "fqcn")])).unwrap();
+        assert_eq!(v["change"], "rebuilt");
+        let e = set_cp(&mut bridge, &pairs(&[("cp_feedback_weight", "3")])).unwrap_err();
+        assert!(e.contains("cp.cp_feedback_weight"), "{e}");
+        let e = set_cp(&mut bridge, &pairs(&[("nonsense", "3")])).unwrap_err();
+        assert!(e.contains("nonsense"), "{e}");
+        assert_eq!(bridge.cp_config().cp_feedback_weight, 4);
     }
 
     #[test]

@@ -1,7 +1,11 @@
 //! The control socket: a Unix stream socket (mode 0600) taking one command per line and
 //! answering one JSON object per line, `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
 //!
-//! Commands: `show flows`, `stats`. A listener thread hands each command to the dataplane
+//! Commands: `show flows`, `stats`, `set rp KEY=VALUE...` (or `set rp KEY VALUE`: `rp_mode`
+//! and the `[rp]` parameters under their configuration names, applied with the rules of
+//! `rp_agent::Agent::set_rp_config`; the answer echoes the settings now in force and what
+//! happened to the live limiters). Both the daemon (`run --ctl`) and the generator
+//! (`gen --ctl`) serve them. A listener thread hands each command to the dataplane
 //! through a channel; the dataplane answers between two batches from its own state. The socket
 //! machinery is [`cnm_proto::phy::ctl`]; this module holds the agent's commands.
 
@@ -10,12 +14,18 @@ use cnm_proto::phy::ctl as socket;
 pub use socket::{answer_pending, channel, client, CtlServer};
 
 /// A control command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `show flows`
     ShowFlows,
     /// `stats`
     Stats,
+    /// `set rp KEY=VALUE...` or `set rp KEY VALUE`
+    SetRp {
+        /// The settings to change, as typed (values read by
+        /// [`rp_agent::config::overrides_table`]).
+        set: Vec<(String, String)>,
+    },
 }
 
 impl Command {
@@ -24,12 +34,33 @@ impl Command {
         match w {
             ["show", "flows"] => Ok(Command::ShowFlows),
             ["stats"] => Ok(Command::Stats),
+            ["set", "rp", rest @ ..] => Ok(Command::SetRp {
+                set: parse_pairs(rest).map_err(|e| format!("set rp: {e}"))?,
+            }),
             _ => Err(format!(
-                "unknown command {:?}; expected: show flows | stats",
+                "unknown command {:?}; expected: show flows | stats | set rp KEY=VALUE...",
                 w.join(" ")
             )),
         }
     }
+}
+
+/// `KEY=VALUE...` words, or the two words `KEY VALUE`, as pairs.
+pub fn parse_pairs(w: &[&str]) -> Result<Vec<(String, String)>, String> {
+    if let [k, v] = w {
+        if !k.contains('=') && !v.contains('=') {
+            return Ok(vec![(k.to_string(), v.to_string())]);
+        }
+    }
+    if w.is_empty() {
+        return Err("expected KEY=VALUE or KEY VALUE".into());
+    }
+    w.iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("{p:?}: expected KEY=VALUE")),
+        })
+        .collect()
 }
 
 /// Columns shown first, in this order (the rest follow alphabetically).
@@ -67,6 +98,23 @@ mod tests {
         );
         assert_eq!(Command::parse(&["stats"]).unwrap(), Command::Stats);
         assert!(Command::parse(&["reboot"]).is_err());
+        assert_eq!(
+            Command::parse(&["set", "rp", "rpg_ai_rate", "10mbit"]).unwrap(),
+            Command::SetRp {
+                set: vec![("rpg_ai_rate".into(), "10mbit".into())]
+            }
+        );
+        assert_eq!(
+            Command::parse(&["set", "rp", "rp_mode=adaptive-bc", "rpg_gd=6"]).unwrap(),
+            Command::SetRp {
+                set: vec![
+                    ("rp_mode".into(), "adaptive-bc".into()),
+                    ("rpg_gd".into(), "6".into())
+                ]
+            }
+        );
+        assert!(Command::parse(&["set", "rp"]).is_err());
+        assert!(Command::parse(&["set", "rp", "x=1", "y"]).is_err());
     }
 
     #[test]

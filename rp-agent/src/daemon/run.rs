@@ -19,7 +19,7 @@ use cnm_proto::phy::trace::TraceWriter;
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
-use cnm_proto::{Duration, Rate};
+use cnm_proto::{Duration, Instant, Rate};
 use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
 use serde_json::{json, Value};
 
@@ -307,7 +307,9 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         } else {
             agent.drain_events(&mut |_| {});
         }
-        ctl::answer_pending(&req_rx, |cmd| answer(&agent, cmd, host_dropped));
+        ctl::answer_pending(&req_rx, |cmd| {
+            answer(&mut agent, phy::clock::now(), cmd, host_dropped)
+        });
 
         if busy {
             continue;
@@ -347,8 +349,13 @@ fn transient(count: &mut u64, what: &str) {
     }
 }
 
-/// Answers a control command from the agent's state.
-pub fn answer(agent: &Agent, cmd: Command, host_dropped: u64) -> Result<Value, String> {
+/// Answers a control command from the agent's state (`set rp` changes it at `now`).
+pub fn answer(
+    agent: &mut Agent,
+    now: Instant,
+    cmd: Command,
+    host_dropped: u64,
+) -> Result<Value, String> {
     match cmd {
         Command::ShowFlows => serde_json::to_value(agent.flows()).map_err(|e| e.to_string()),
         Command::Stats => {
@@ -356,7 +363,24 @@ pub fn answer(agent: &Agent, cmd: Command, host_dropped: u64) -> Result<Value, S
             v["host_dropped"] = json!(host_dropped);
             Ok(v)
         }
+        Command::SetRp { set } => set_rp(agent, now, &set),
     }
+}
+
+/// `set rp`: applies the overrides; answers what was set, what happened to the limiters, and
+/// the reaction-point settings now in force.
+pub fn set_rp(agent: &mut Agent, now: Instant, set: &[(String, String)]) -> Result<Value, String> {
+    let table = rp_agent::config::overrides_table(set);
+    let change = agent
+        .apply_rp_overrides(now, &table)
+        .map_err(|e| e.to_string())?;
+    let rp = toml::Table::try_from(agent.config().rp).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "set": table,
+        "limiters": change,
+        "rp_mode": agent.config().rp_mode,
+        "rp": rp,
+    }))
 }
 
 /// The host stack now speaks through the TAP; the uplink only carries the agent's frames. With
@@ -372,5 +396,28 @@ fn quiet_uplink_arp(uplink: &str) {
             "rp-agent: could not set {path} to 8 ({e}); set it by hand, or peers may resolve \
              the TAP's address to the uplink's MAC"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_rp_answers_the_settings_in_force_or_an_error() {
+        let mut agent = Agent::new(AgentConfig::default(), Rng::new(1)).unwrap();
+        let now = Instant::from_nanos(1);
+        let cmd = Command::parse(&["set", "rp", "rp_mode=adaptive-bc", "rpg_ai_rate=10mbit"]);
+        let v = answer(&mut agent, now, cmd.unwrap(), 0).unwrap();
+        assert_eq!(v["rp_mode"], "adaptive-bc");
+        assert_eq!(v["limiters"]["change"], "updated");
+        assert_eq!(v["set"]["rpg_ai_rate"], "10mbit");
+        assert_eq!(agent.config().rp.rpg_ai_rate, Rate::from_mbps(10));
+        let cmd = Command::parse(&["set", "rp", "rpg_gd", "40"]).unwrap();
+        let e = answer(&mut agent, now, cmd, 0).unwrap_err();
+        assert!(e.contains("rp.rpg_gd"), "{e}");
+        let cmd = Command::parse(&["set", "rp", "line_rate", "1mbit"]).unwrap();
+        let e = answer(&mut agent, now, cmd, 0).unwrap_err();
+        assert!(e.contains("line_rate") && e.contains("run time"), "{e}");
     }
 }

@@ -5,6 +5,9 @@
 //! from the uplink reach the agent. `sink` counts generated frames per flow. Both print one line
 //! per interval (iperf-like; one JSON object per line with `--json`) and a final summary.
 //!
+//! `gen --ctl PATH` serves the daemon's control commands on the generator's agent (`show
+//! flows`, `stats`, `set rp ...`), so reaction-point settings can change during a run.
+//!
 //! All flows of one `gen` go to the same `--dst` at the same priority, so with the default
 //! `dst-priority` flow key they share one reaction point, as 802.1Q defines a flow; with
 //! `--ip-src/--ip-dst` (UDP) and `--flow-key five-tuple` each flow has its own.
@@ -21,7 +24,8 @@ use rp_agent::gen::{Pattern, Source, UdpEncap, MAX_FRAME_LEN};
 use rp_agent::{Agent, HostError};
 use serde_json::json;
 
-use super::run::{AgentArgs, BATCH, MAX_SLEEP};
+use super::ctl::{self, Command, CtlServer};
+use super::run::{answer, AgentArgs, BATCH, MAX_SLEEP};
 use super::DaemonError;
 
 /// `gen` options.
@@ -58,6 +62,9 @@ pub struct GenArgs {
     /// JSON lines instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Control socket path (the daemon's commands: `show flows`, `stats`, `set rp ...`).
+    #[arg(long)]
+    pub ctl: Option<std::path::PathBuf>,
 }
 
 /// `sink` options.
@@ -90,6 +97,15 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         .unwrap_or_else(|| phy::clock::now().as_nanos());
     let mut rng = Rng::new(seed);
     let mut agent = Agent::new(cfg, rng.fork(1)).map_err(|e| DaemonError::Config(e.to_string()))?;
+    let (req_tx, req_rx) = ctl::channel();
+    let _ctl = match &args.ctl {
+        Some(p) => Some(
+            CtlServer::start(p, req_tx.clone(), Command::parse)
+                .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    drop(req_tx);
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
     let mut sources: Vec<Source> = (0..args.flows.max(1))
@@ -164,6 +180,7 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         agent.poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
         let _ = uplink.flush();
         agent.drain_events(&mut |_| {});
+        ctl::answer_pending(&req_rx, |cmd| answer(&mut agent, phy::clock::now(), cmd, 0));
         if now >= next_report {
             report_gen(
                 &args,

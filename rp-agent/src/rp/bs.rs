@@ -110,6 +110,25 @@ impl BsRp {
         displaced
     }
 
+    /// New parameters at run time: every entry keeps its state and takes them
+    /// ([`QcnRp::set_params`]); entries made later use them. A smaller `rpg_bs_max_cps`
+    /// drops the entries with the highest CR until the table fits (counted as displaced).
+    pub fn set_params(&mut self, p: &RpParams, bc_limit: BcLimit, now: Instant) {
+        self.params = *p;
+        self.max_rate = p.rpg_max_rate.unwrap_or(self.line_rate).min(self.line_rate);
+        self.bc_limit = bc_limit;
+        self.max_cps = p.rpg_bs_max_cps.max(1);
+        for e in &mut self.entries {
+            e.rp.set_params(p, bc_limit, now);
+        }
+        while self.entries.len() > self.max_cps {
+            let Some(j) = self.max_cr_index() else { break };
+            self.entries.remove(j);
+            self.displaced += 1;
+        }
+        self.drop_released();
+    }
+
     /// The flow sent `n` octets: they count against every entry's byte counter.
     pub fn on_bytes_sent(&mut self, now: Instant, n: u64, rng: &mut Rng) {
         for e in &mut self.entries {

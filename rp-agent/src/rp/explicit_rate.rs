@@ -81,6 +81,21 @@ impl ErRp {
         }
     }
 
+    /// New parameters at run time: r is clamped into the new [`rpg_min_rate`, ceiling] and
+    /// an expiry further away than the new `rp_er_timeout` is brought forward to it.
+    pub fn set_params(&mut self, p: &RpParams, now: Instant) {
+        let max_rate = p
+            .rpg_max_rate
+            .unwrap_or(Rate::from_bps(self.line_rate))
+            .bps()
+            .min(self.line_rate);
+        self.min_rate = p.rpg_min_rate.bps().min(max_rate);
+        self.max_rate = max_rate;
+        self.timeout = p.rp_er_timeout;
+        self.r = self.r.clamp(self.min_rate, self.max_rate);
+        self.deadline = self.deadline.min(now.saturating_add(p.rp_er_timeout));
+    }
+
     /// A rate-feedback message [rate, cpid] arrived (the rule in the module docs).
     pub fn on_feedback(&mut self, now: Instant, rate: Rate, cpid: CpId) -> ErOutcome {
         let ri = rate.bps().clamp(self.min_rate, self.max_rate);

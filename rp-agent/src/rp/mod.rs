@@ -15,6 +15,12 @@
 //!   fed by rate-feedback messages (EtherType 0x88B5) through [`Rp::on_rate_feedback`] and
 //!   ignores CNMs.
 //!
+//! Parameters change at run time through [`Rp::set_params`] (the agent's
+//! `Agent::set_rp_config`): a limiter keeps its state (CR, TR, stages, table entries) and
+//! takes the new values, clamped into the new rate bounds. A change of `rp_mode` within one
+//! kind of limiter (`qcn` ⇄ `adaptive-bc`, `qcn-bs` ⇄ `adaptive-bc+qcn-bs`) only swaps the
+//! byte counter; across kinds the agent releases its limiters instead.
+//!
 //! A new mode adds a module here, a variant to [`Rp`] and to `RpMode`, and an arm to each
 //! method below.
 
@@ -90,13 +96,7 @@ impl Rp {
     /// explicit-rate source at the ceiling with no congestion point. The caller then applies
     /// that feedback ([`Rp::on_cnm`] or [`Rp::on_rate_feedback`]).
     pub fn new(cfg: &AgentConfig, now: Instant, rng: &mut Rng) -> Rp {
-        let bc = if cfg.rp_mode.adaptive_bc() {
-            BcLimit::Adaptive {
-                k: cfg.rp.rpg_adaptive_k,
-            }
-        } else {
-            BcLimit::Fixed(cfg.rp.rpg_byte_reset)
-        };
+        let bc = Rp::bc_limit(cfg);
         if cfg.rp_mode.explicit_rate() {
             Rp::Er(ErRp::new(&cfg.rp, cfg.line_rate, now))
         } else if cfg.rp_mode.per_cp() {
@@ -104,6 +104,41 @@ impl Rp {
         } else {
             Rp::Qcn(QcnRp::with_bc_limit(&cfg.rp, cfg.line_rate, bc, now, rng))
         }
+    }
+
+    /// The byte counter of `cfg`'s mode: K·CR for the adaptive modes, `rpg_byte_reset`
+    /// otherwise.
+    pub fn bc_limit(cfg: &AgentConfig) -> BcLimit {
+        if cfg.rp_mode.adaptive_bc() {
+            BcLimit::Adaptive {
+                k: cfg.rp.rpg_adaptive_k,
+            }
+        } else {
+            BcLimit::Fixed(cfg.rp.rpg_byte_reset)
+        }
+    }
+
+    /// Whether a limiter made for mode `a` can carry on under mode `b` with new parameters
+    /// ([`Rp::set_params`]): the same kind of limiter — QCN with either byte counter, QCN/BS
+    /// with either, or the explicit-rate source.
+    pub fn same_kind(a: crate::config::RpMode, b: crate::config::RpMode) -> bool {
+        a.explicit_rate() == b.explicit_rate() && a.per_cp() == b.per_cp()
+    }
+
+    /// Run-time parameter change: the limiter takes `cfg`'s parameters (and byte counter)
+    /// and keeps its state. `cfg.rp_mode` must be of the same kind as the mode the limiter
+    /// was made for ([`Rp::same_kind`]); otherwise nothing changes and `false` is returned.
+    pub fn set_params(&mut self, cfg: &AgentConfig, now: Instant) -> bool {
+        let bc = Rp::bc_limit(cfg);
+        match self {
+            Rp::Qcn(q) if !cfg.rp_mode.per_cp() && !cfg.rp_mode.explicit_rate() => {
+                q.set_params(&cfg.rp, bc, now)
+            }
+            Rp::Bs(b) if cfg.rp_mode.per_cp() => b.set_params(&cfg.rp, bc, now),
+            Rp::Er(e) if cfg.rp_mode.explicit_rate() => e.set_params(&cfg.rp, now),
+            _ => return false,
+        }
+        true
     }
 
     /// A CNM with this quantized feedback (1..=63) from congestion point `cpid` arrived for

@@ -112,6 +112,32 @@ impl QcnRp {
         rp
     }
 
+    /// New parameters at run time, keeping the limiter's state (CR, TR, BC, T): CR and TR
+    /// are clamped into the new [`rpg_min_rate`, ceiling]; a byte counter or timer running
+    /// longer than one period of the new settings is cut to it (their jittered maximum), so
+    /// a shorter period takes effect at once and a longer one at the next reload.
+    pub fn set_params(&mut self, p: &RpParams, bc_limit: BcLimit, now: Instant) {
+        let line_rate = Rate::from_bps(self.line_rate);
+        let max_rate = p.rpg_max_rate.unwrap_or(line_rate).min(line_rate).bps();
+        self.bc_limit = bc_limit;
+        self.time_reset = p.rpg_time_reset;
+        self.threshold = p.rpg_threshold;
+        self.ai = p.rpg_ai_rate.bps();
+        self.hai = p.rpg_hai_rate.bps();
+        self.gd_log2 = p.rpg_gd.min(63);
+        self.min_dec_fac = f64::from(p.rpg_min_dec_fac.min(100)) / 100.0;
+        self.min_rate = p.rpg_min_rate.bps().min(max_rate);
+        self.max_rate = max_rate;
+        self.jitter = p.rp_jitter;
+        self.cr = self.cr.clamp(self.min_rate, self.max_rate);
+        self.tr = self.tr.clamp(self.cr, self.max_rate);
+        let stretch = 1.0 + self.jitter;
+        let bytes = (self.byte_limit() as f64 * stretch).ceil() as u64;
+        self.bytes_left = self.bytes_left.min(bytes.max(1));
+        let period = Duration::from_nanos((self.time_reset.as_nanos() as f64 * stretch) as u64);
+        self.timer = self.timer.min(now.saturating_add(period));
+    }
+
     /// A CNM with quantized feedback `qntz_fb` arrived (802.1Q 32.14.1). Values above 63 are
     /// treated as 63; 0 carries no congestion and changes nothing.
     pub fn on_cnm(&mut self, now: Instant, qntz_fb: u8, rng: &mut Rng) {

@@ -133,5 +133,35 @@ pub fn compare_table(runs: &[(String, Summary)]) -> String {
             if s.faithful { "yes" } else { "NO" }
         );
     }
+    // Per-flow mean rates side by side (rate / fair share in brackets).
+    let mut names: Vec<&str> = Vec::new();
+    for (_, s) in runs {
+        for f in &s.flows {
+            if !names.contains(&f.name.as_str()) {
+                names.push(&f.name);
+            }
+        }
+    }
+    if !names.is_empty() {
+        let _ = write!(o, "{:<14}", "flow mean");
+        for (label, _) in runs {
+            let _ = write!(o, " {label:>22}");
+        }
+        let _ = writeln!(o);
+        for n in names {
+            let _ = write!(o, "{n:<14}");
+            for (_, s) in runs {
+                let cell = s.flows.iter().find(|f| f.name == n).map_or_else(
+                    || "-".to_string(),
+                    |f| match f.share_ratio {
+                        Some(r) => format!("{} ({r:.2})", opt_bps(f.mean_bps)),
+                        None => opt_bps(f.mean_bps),
+                    },
+                );
+                let _ = write!(o, " {cell:>22}");
+            }
+            let _ = writeln!(o);
+        }
+    }
     o
 }

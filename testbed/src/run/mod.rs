@@ -15,6 +15,10 @@
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
+pub mod events;
+pub mod incast;
+pub mod iperf;
+pub mod modes;
 pub mod netns;
 pub mod pcapfilter;
 pub mod progress;
@@ -78,6 +82,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Variant (`qcn`, `output`, `input`, `off`); `None` = as the file says.
     pub variant: Option<String>,
+    /// `--cp-mode`, `--culprit`, `--rp-mode` (applied after the variant).
+    pub modes: modes::ModeFlags,
     /// Directory of the `cp-switch` and `rp-agent` binaries (default: next to this program).
     pub bin_dir: Option<PathBuf>,
     /// No progress bar.
@@ -95,6 +101,7 @@ impl RunOptions {
             capture: false,
             seed: None,
             variant: None,
+            modes: modes::ModeFlags::default(),
             bin_dir: None,
             quiet: false,
             no_plots: false,
@@ -196,17 +203,22 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
         Some(v) => apply_variant(sc, v)?,
         None => sc.clone(),
     };
+    let sc = modes::apply(&sc, &opts.modes)?;
+    let label = match (opts.variant.as_deref(), opts.modes.label()) {
+        (Some(v), Some(m)) => Some(format!("{v}-{m}")),
+        (v, m) => m.or(v.map(str::to_string)),
+    };
     let dir = opts
         .out
         .clone()
-        .unwrap_or_else(|| default_out(&sc, opts.mode, opts.variant.as_deref()));
+        .unwrap_or_else(|| default_out(&sc, opts.mode, label.as_deref()));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("results directory {}", dir.display()))?;
     let mut data = match opts.mode {
         Mode::Sim => sim::run(&sc, opts, &dir)?,
         Mode::Netns => netns::run(&sc, opts, &dir)?,
     };
-    data.meta.variant = opts.variant.clone();
+    data.meta.variant = label;
     let ropts = ReportOptions {
         no_plots: opts.no_plots,
         ..ReportOptions::default()
@@ -292,10 +304,11 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
             meta.q_eq_bytes = Some(d.cp.cp_queue_set_point.get());
         }
     }
+    // Every timed event: `sw0-r0 → 1gbit`, `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=...`.
     for ev in sc.topo.event.iter().filter(|e| e.at < sc.topo.duration) {
         meta.markers.push(Marker {
             t_s: k.at(ev.at),
-            label: format!("{} → {}", ev.link, ev.rate),
+            label: ev.label(),
         });
     }
     for (i, f) in sc.topo.flow.iter().enumerate() {
@@ -320,20 +333,19 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
         for fwd in [true, false] {
             let name = shape.hop_name((li, fwd));
             let mut spec = LinkSpec::new(&name, cnm_proto::Rate::from_f64(k.rate(l.rate)));
-            for ev in sc
-                .topo
-                .event
-                .iter()
-                .filter(|e| e.link == shape.links[li].name)
-            {
-                use crate::sim::topo::DirSpec;
-                let applies = match ev.dir {
-                    DirSpec::Both => true,
-                    DirSpec::AToB => fwd,
-                    DirSpec::BToA => !fwd,
+            for ev in &sc.topo.event {
+                use crate::sim::topo::{DirSpec, EventKind};
+                let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+                    continue;
                 };
+                let applies = link == shape.links[li].name
+                    && match dir {
+                        DirSpec::Both => true,
+                        DirSpec::AToB => fwd,
+                        DirSpec::BToA => !fwd,
+                    };
                 if applies {
-                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(ev.rate)));
+                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(rate)));
                 }
             }
             run.add_link(spec);
@@ -355,15 +367,22 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
         if let Some(m) = macs.get(&f.src) {
             fs = fs.source_mac(&m.to_string());
         }
-        if let Ok(p) = f.pattern.parse::<rp_agent::gen::Pattern>() {
+        if let Ok(kind) = f.kind() {
+            use crate::sim::topo::FlowKind;
             use rp_agent::gen::Pattern;
-            let demand = match p {
-                Pattern::Greedy => None,
-                Pattern::Cbr(r) => Some(r),
-                Pattern::OnOff { rate, .. } | Pattern::Poisson { rate, .. } => Some(rate),
+            let demand = match kind {
+                FlowKind::Gen(Pattern::Greedy) | FlowKind::Tcp => None,
+                FlowKind::Gen(Pattern::Cbr(r)) => Some(k.rate(r)),
+                FlowKind::Gen(Pattern::OnOff { rate, .. })
+                | FlowKind::Gen(Pattern::Poisson { rate, .. }) => Some(k.rate(rate)),
+                // Measured as goodput in netns (payload of the wire rate), as frames in sim.
+                FlowKind::Udp(r) if mode == Mode::Netns => {
+                    Some(iperf::udp_app_rate(k.rate(r), f.frame_len).0)
+                }
+                FlowKind::Udp(r) => Some(k.rate(r)),
             };
             if let Some(r) = demand {
-                fs = fs.demand(cnm_proto::Rate::from_f64(k.rate(r)));
+                fs = fs.demand(cnm_proto::Rate::from_f64(r));
             }
         }
         if let Some(share) = sc.meta.fair_share.get(&name) {

@@ -14,7 +14,22 @@
 //! * One `rp-agent sink --json` per receiving host, one `rp-agent gen --json` per flow started
 //!   at the flow's (scaled) start time with `--duration` = its active span; the agent
 //!   configuration is the scenario's `[host.X.agent]` with rates ÷ S and the RP timer × S.
-//! * Timed events: link-rate changes through `cp-switch ctl set rate`.
+//! * `tcp` and `udp:RATE` flows and `[[incast]]` use the hosts' kernels: every host taking part
+//!   runs `rp-agent` in TAP mode (`qcn0`, the host's MAC and an address 10.77.x.y/16, static
+//!   neighbour entries for the other such hosts, so no ARP crosses the switches; the TAP's MTU
+//!   follows the flows' `frame_len`). A flow's destination runs `iperf3 -s -1 -J` on port
+//!   [`super::iperf::BASE_PORT`] + flow index; its source `iperf3 -c` at the flow's start
+//!   ([`super::iperf`]: the series is the receiver's goodput; generator series are wire rates).
+//!   An incast's servers run `testbed incast-server`, its client `testbed incast-client`
+//!   ([`super::incast`]); the rounds become the `incast` flow's goodput series. CNMs reaching
+//!   these agents are read from their control sockets (`stats` → `cnm_rx`) and credited to the
+//!   host's first such flow (the incast's servers: to `incast`).
+//!   A host may have generator and iperf3 flows at once: `rp-agent gen` and the TAP agent then
+//!   share the uplink, each with its own limiters and line-rate pacer (together they can exceed
+//!   the host's line rate; the switch port beyond still shapes).
+//! * Timed events: link-rate changes through `cp-switch ctl set rate`; congestion- and
+//!   reaction-point parameter changes through `ctl set cp` / `ctl set rp` ([`super::events`];
+//!   each generator runs with `--ctl`).
 //! * Readiness: each switch's control socket answers; each sink has its packet socket open.
 //! * Measured while running: CPU (/proc/stat and each switch process), the bottleneck port's
 //!   transmitted octets (ctl stats). Afterwards: generator and sink reports, the switches'
@@ -22,8 +37,9 @@
 //! * Teardown: the daemons are [`Child`] guards and the namespaces belong to a [`Lab`]; both
 //!   clean up on return, error, panic and Ctrl-C ([`crate::signals`]).
 //!
-//! Limits: one generated flow per (source, destination) pair (the sink tells flows apart by
-//! source MAC and flow id); TCP incast is not run here (see `scenarios/incast.toml`).
+//! Limits: one flow per (source, destination) pair (the sink tells generated flows apart by
+//! source MAC and flow id; the agents key their reaction points by destination and priority);
+//! iperf3 takes whole seconds (`-t`), so a TCP/UDP flow's span is rounded down (at least 1 s).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -35,6 +51,8 @@ use anyhow::{bail, Context};
 use cnm_proto::{Bytes, Duration, Rate};
 use serde_json::Value;
 
+use super::incast;
+use super::iperf;
 use super::progress::Progress;
 use super::shape::Shape;
 use super::{skeleton, Mode, RunOptions, Scaling};
@@ -43,6 +61,7 @@ use crate::analysis::RunData;
 use crate::netns::{Child, Lab, Namespace};
 use crate::scenario::Scenario;
 use crate::signals;
+use crate::sim::topo::FlowKind;
 use rp_agent::gen::Pattern;
 
 /// Environment variable set on every process a run starts, to the run's lab prefix (tests
@@ -339,6 +358,7 @@ const USER_HZ: f64 = 100.0;
 #[derive(Debug)]
 enum Action {
     StartFlow(usize),
+    StartIncast(usize),
     SetRate {
         switch: String,
         port: String,
@@ -351,6 +371,38 @@ struct GenProc {
     child: Child,
     started_s: f64,
     out: PathBuf,
+}
+
+/// A host whose kernel takes part (TCP/UDP flows, incast): its TAP agent.
+struct StackHost {
+    name: String,
+    ip: String,
+    ctl: PathBuf,
+    agent: Child,
+    cnm_prev: u64,
+}
+
+/// An iperf3 client or incast client: what it writes and when it started.
+struct ClientProc {
+    /// Flow index (iperf3) or incast index.
+    index: usize,
+    child: Child,
+    started_s: f64,
+    /// Latest moment it should have finished by itself (seconds from t0).
+    ends_s: f64,
+    out: PathBuf,
+}
+
+/// The address of the `i`-th host on the TAP network 10.77.0.0/16.
+fn stack_ip(i: usize) -> String {
+    format!("10.77.{}.{}", i / 250, i % 250 + 1)
+}
+
+/// Whether a TCP port listens in `ns`.
+fn listening(ns: &Namespace, port: u16) -> bool {
+    ns.exec(&["ss", "-Hltn"])
+        .map(|o| o.lines().any(|l| l.contains(&format!(":{port} "))))
+        .unwrap_or(false)
 }
 
 /// Runs `sc` in namespaces, writing logs, traces and reports into `dir`.
@@ -366,6 +418,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     let k = Scaling::netns(sc);
     let seed = opts.seed.unwrap_or(sc.topo.seed);
     let (mut run, shape) = skeleton(sc, Mode::Netns, k, seed);
+    if !sc.topo.incast.is_empty() {
+        let b = sc.bottleneck();
+        let path: Vec<&str> = b.iter().map(String::as_str).collect();
+        run.add_flow(crate::analysis::FlowSeries::new("incast", &path));
+    }
     let macs = sc.topo.host_macs();
     let mut pairs = Vec::new();
     for (i, f) in sc.topo.flow.iter().enumerate() {
@@ -379,6 +436,43 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         }
         pairs.push((&f.src, &f.dst));
     }
+    let kinds: Vec<FlowKind> = sc
+        .topo
+        .flow
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            f.kind()
+                .map_err(|e| anyhow::anyhow!("{}: flow[{i}].pattern: {e}", sc.file))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if kinds.iter().any(FlowKind::is_ip) {
+        iperf::check_installed()?;
+    }
+    // Hosts whose kernels take part, with the TAP MTU their flows ask for.
+    let mut stack: BTreeMap<String, u32> = BTreeMap::new();
+    let mut want_mtu = |h: &str, frame_len: usize| {
+        let mtu = (frame_len.saturating_sub(14) as u32).clamp(576, 1492);
+        let e = stack.entry(h.to_string()).or_insert(mtu);
+        *e = (*e).min(mtu);
+    };
+    for (f, kind) in sc.topo.flow.iter().zip(&kinds) {
+        if kind.is_ip() {
+            want_mtu(&f.src, f.frame_len);
+            want_mtu(&f.dst, f.frame_len);
+        }
+    }
+    for inc in &sc.topo.incast {
+        want_mtu(&inc.client, inc.frame_len);
+        for s in &inc.servers {
+            want_mtu(s, inc.frame_len);
+        }
+    }
+    let testbed_exe = if sc.topo.incast.is_empty() {
+        PathBuf::new()
+    } else {
+        std::env::current_exe().context("the testbed executable (for the incast endpoints)")?
+    };
     for n in shape.switches.iter().chain(&shape.hosts) {
         crate::netns::names::check_short(n)
             .with_context(|| format!("{}: node name {n:?} cannot name a namespace", sc.file))?;
@@ -485,7 +579,16 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     let span = k.at(sc.topo.duration);
     let interval = (span / 300.0).clamp(0.05, 1.0);
     let interval_arg = format!("{}ms", (interval * 1000.0).round() as u64);
-    let mut receivers: Vec<String> = sc.topo.flow.iter().map(|f| f.dst.clone()).collect();
+    // iperf3 reports every 0.1 s at the most.
+    let iperf_interval = format!("{:.3}", interval.max(0.1));
+    let mut receivers: Vec<String> = sc
+        .topo
+        .flow
+        .iter()
+        .zip(&kinds)
+        .filter(|(_, k)| !k.is_ip())
+        .map(|(f, _)| f.dst.clone())
+        .collect();
     receivers.sort();
     receivers.dedup();
     let mut sinks: Vec<(String, Child, PathBuf, f64)> = Vec::new();
@@ -528,6 +631,169 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             }
             if StdInstant::now() > deadline {
                 bail!("rp-agent sink on {r}: no packet socket after 10 s");
+            }
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+    }
+
+    // TAP agents of the hosts whose kernels take part, then the iperf3 and incast servers.
+    let mut stacks: Vec<StackHost> = Vec::new();
+    if !stack.is_empty() {
+        progress.note("starting the TAP agents");
+    }
+    let host_index = |h: &str| shape.hosts.iter().position(|x| x == h).unwrap_or(0);
+    for (h, mtu) in &stack {
+        let space = &ns[h];
+        let _ = space.sysctl("net.ipv4.conf.all.arp_ignore", "1");
+        let ip = stack_ip(host_index(h));
+        let uplink_rate = shape
+            .uplink(h)
+            .map(|li| sc.topo.link[li].rate)
+            .unwrap_or(Rate::from_gbps(1));
+        let cfg_path = dir.join(format!("rp-agent-tap-{h}.toml"));
+        std::fs::write(
+            &cfg_path,
+            super::events::agent_config_at(sc, h, uplink_rate, k, Duration::ZERO)?,
+        )?;
+        let ctl_path = sock_dir.0.join(format!("agent-{h}.ctl"));
+        let log = logs.join(format!("rp-agent-tap-{h}.log"));
+        let logf = std::fs::File::create(&log)?;
+        let mut c = space.command(&bins.rp_agent)?;
+        c.env(RUN_ENV, lab.prefix())
+            .args(["--uplink", "eth0", "--tap", "qcn0", "--tap-ip"])
+            .arg(format!("{ip}/16"))
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--ctl")
+            .arg(&ctl_path)
+            .arg("--seed")
+            .arg((seed.wrapping_mul(1000) + 500 + host_index(h) as u64).to_string())
+            .stdout(Stdio::from(logf.try_clone()?))
+            .stderr(Stdio::from(logf));
+        let mut agent = space.spawn_command(c)?;
+        let deadline = StdInstant::now() + StdDuration::from_secs(10);
+        while ctl(&ctl_path, "stats").is_err() {
+            if signals::requested() {
+                bail!("interrupted");
+            }
+            if !agent.is_running() {
+                bail!(
+                    "rp-agent (TAP) on {h} exited at start:
+{}",
+                    tail(&log, 10)
+                );
+            }
+            if StdInstant::now() > deadline {
+                bail!("rp-agent (TAP) on {h}: control socket silent for 10 s");
+            }
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+        // The TAP carries the host's MAC: the agent takes only frames addressed to it (its
+        // `mac`), and the switches' static FDB entries point at it.
+        if let Some(m) = macs.get(h) {
+            let m = m.to_string();
+            space
+                .ip(&["link", "set", "dev", "qcn0", "address", &m])
+                .or_else(|_| {
+                    space.set_down("qcn0")?;
+                    space.ip(&["link", "set", "dev", "qcn0", "address", &m])?;
+                    space.set_up("qcn0").map(|_| String::new())
+                })
+                .with_context(|| format!("{h}: TAP address {m}"))?;
+        }
+        if *mtu < 1492 {
+            space.set_mtu("qcn0", *mtu)?;
+        }
+        stacks.push(StackHost {
+            name: h.clone(),
+            ip,
+            ctl: ctl_path,
+            agent,
+            cnm_prev: 0,
+        });
+    }
+    for me in &stacks {
+        let mut batch = String::new();
+        for other in stacks.iter().filter(|o| o.name != me.name) {
+            if let Some(m) = macs.get(&other.name) {
+                batch.push_str(&format!(
+                    "neigh replace {} lladdr {m} dev qcn0 nud permanent\n",
+                    other.ip
+                ));
+            }
+        }
+        if !batch.is_empty() {
+            let p = dir.join(format!("neigh-{}.batch", me.name));
+            std::fs::write(&p, batch)?;
+            ns[&me.name]
+                .exec(&[std::ffi::OsStr::new("ip"), "-batch".as_ref(), p.as_os_str()])
+                .with_context(|| format!("{}: static neighbours", me.name))?;
+        }
+    }
+    let ips: BTreeMap<String, String> = stacks
+        .iter()
+        .map(|s| (s.name.clone(), s.ip.clone()))
+        .collect();
+    let ip_of = |h: &str| ips.get(h).cloned();
+    let mut servers: Vec<Child> = Vec::new();
+    let mut wait_ports: Vec<(String, u16)> = Vec::new();
+    for (i, (f, kind)) in sc.topo.flow.iter().zip(&kinds).enumerate() {
+        if !kind.is_ip() {
+            continue;
+        }
+        let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
+        let port = iperf::BASE_PORT + i as u16;
+        let mut c = ns[&f.dst].command("iperf3")?;
+        c.env(RUN_ENV, lab.prefix())
+            .args([
+                "-s",
+                "-1",
+                "-J",
+                "-p",
+                &port.to_string(),
+                "-i",
+                &iperf_interval,
+            ])
+            .stdout(Stdio::from(std::fs::File::create(
+                dir.join(format!("iperf-server-{name}.json")),
+            )?))
+            .stderr(Stdio::from(std::fs::File::create(
+                logs.join(format!("iperf-server-{name}.log")),
+            )?));
+        servers.push(ns[&f.dst].spawn_command(c)?);
+        wait_ports.push((f.dst.clone(), port));
+    }
+    for (j, inc) in sc.topo.incast.iter().enumerate() {
+        for (kx, srv) in inc.servers.iter().enumerate() {
+            let port = incast::BASE_PORT + (100 * j + kx) as u16;
+            let mut c = ns[srv].command(&testbed_exe)?;
+            c.env(RUN_ENV, lab.prefix())
+                .args(["incast-server", "--port", &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::from(std::fs::File::create(
+                    logs.join(format!("incast-server-{srv}.log")),
+                )?));
+            servers.push(ns[srv].spawn_command(c)?);
+            wait_ports.push((srv.clone(), port));
+        }
+    }
+    if !wait_ports.is_empty() {
+        progress.note("waiting for the servers");
+    }
+    for (si, (h, port)) in wait_ports.iter().enumerate() {
+        let deadline = StdInstant::now() + StdDuration::from_secs(10);
+        while !listening(&ns[h], *port) {
+            if signals::requested() {
+                bail!("interrupted");
+            }
+            if !servers[si].is_running() {
+                bail!(
+                    "the server on {h} (port {port}) exited at start; see {}",
+                    logs.display()
+                );
+            }
+            if StdInstant::now() > deadline {
+                bail!("server on {h}: port {port} not listening after 10 s");
             }
             std::thread::sleep(StdDuration::from_millis(20));
         }
@@ -600,13 +866,19 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     for (i, f) in sc.topo.flow.iter().enumerate() {
         actions.push((k.at(f.start), Action::StartFlow(i)));
     }
+    for (j, inc) in sc.topo.incast.iter().enumerate() {
+        actions.push((k.at(inc.start), Action::StartIncast(j)));
+    }
     for ev in &sc.topo.event {
-        use crate::sim::topo::DirSpec;
-        let Some(li) = shape.link_index(&ev.link) else {
+        use crate::sim::topo::{DirSpec, EventKind};
+        let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+            continue;
+        };
+        let Some(li) = shape.link_index(link) else {
             continue;
         };
         let l = &shape.links[li];
-        let ends: Vec<&super::shape::End> = match ev.dir {
+        let ends: Vec<&super::shape::End> = match dir {
             DirSpec::AToB => vec![&l.a],
             DirSpec::BToA => vec![&l.b],
             DirSpec::Both => vec![&l.a, &l.b],
@@ -618,20 +890,49 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     Action::SetRate {
                         switch: e.node.clone(),
                         port: e.port.clone(),
-                        rate: crate::scenario::scale_rate(ev.rate, k.rate_div),
+                        rate: crate::scenario::scale_rate(rate, k.rate_div),
                     },
                 ));
             } else {
                 run.warnings.push(format!(
-                    "event on {} at {}: a host's line rate cannot change in netns mode",
-                    ev.link, ev.at
+                    "event on {link} at {}: a host's line rate cannot change in netns mode",
+                    ev.at
                 ));
             }
         }
     }
     actions.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut next_action = 0;
+    // CP/RP parameter events: control commands at their time (see super::events).
+    let mut params = super::events::ParamEvents::new(sc, &shape, k)?;
+    // A tcp/udp flow's reaction points are its source's TAP agent: host events go there.
+    let gen_ctl = |f: usize| {
+        if kinds.get(f).is_some_and(FlowKind::is_ip) {
+            sock_dir
+                .0
+                .join(format!("agent-{}.ctl", sc.topo.flow[f].src))
+        } else {
+            super::events::gen_ctl(&sock_dir.0, sc, f)
+        }
+    };
     let mut gens: Vec<GenProc> = Vec::new();
+    let mut iperfs: Vec<ClientProc> = Vec::new();
+    let mut incasts: Vec<ClientProc> = Vec::new();
+    // Each TAP agent's CNMs go to the first flow it sources (an incast server's: `incast`).
+    let mut cnm_flow: BTreeMap<String, String> = BTreeMap::new();
+    for (i, (f, kind)) in sc.topo.flow.iter().zip(&kinds).enumerate() {
+        if kind.is_ip() && !cnm_flow.contains_key(&f.src) {
+            let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
+            cnm_flow.insert(f.src.clone(), name);
+        }
+    }
+    for inc in &sc.topo.incast {
+        for srv in &inc.servers {
+            cnm_flow
+                .entry(srv.clone())
+                .or_insert_with(|| "incast".into());
+        }
+    }
     let bn_switch = bn.map(|li| {
         let e = &shape.links[li].a;
         (e.node.clone(), e.port.clone())
@@ -653,17 +954,84 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         }
         while next_action < actions.len() && actions[next_action].0 <= now {
             match &actions[next_action].1 {
+                Action::StartIncast(j) => {
+                    let inc = &sc.topo.incast[*j];
+                    let out = dir.join(format!("incast-{j}.jsonl"));
+                    let mut c = ns[&inc.client].command(&testbed_exe)?;
+                    c.env(RUN_ENV, lab.prefix()).arg("incast-client");
+                    for (kx, srv) in inc.servers.iter().enumerate() {
+                        let port = incast::BASE_PORT + (100 * *j + kx) as u16;
+                        let ip = ip_of(srv).unwrap_or_default();
+                        c.arg("--server").arg(format!("{ip}:{port}"));
+                    }
+                    let dur = (span - now).max(0.0);
+                    c.arg("--sru")
+                        .arg(inc.sru.to_string())
+                        .arg("--rounds")
+                        .arg(inc.rounds.to_string())
+                        .arg("--duration")
+                        .arg(format!("{}ms", (dur * 1000.0) as u64))
+                        .stdout(Stdio::from(std::fs::File::create(&out)?))
+                        .stderr(Stdio::from(std::fs::File::create(
+                            logs.join(format!("incast-client-{j}.log")),
+                        )?));
+                    let child = ns[&inc.client].spawn_command(c)?;
+                    incasts.push(ClientProc {
+                        index: *j,
+                        child,
+                        started_s: t0.elapsed().as_secs_f64(),
+                        ends_s: span,
+                        out,
+                    });
+                }
+                Action::StartFlow(i) if kinds[*i].is_ip() => {
+                    let f = &sc.topo.flow[*i];
+                    let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
+                    let stop = f.stop.map_or(span, |x| k.at(x));
+                    // iperf3 takes whole seconds.
+                    let secs = ((stop - now).max(0.0).floor() as u64).max(1);
+                    let port = iperf::BASE_PORT + *i as u16;
+                    let out = dir.join(format!("iperf-{name}.json"));
+                    let mut c = ns[&f.src].command("iperf3")?;
+                    c.env(RUN_ENV, lab.prefix())
+                        .arg("-c")
+                        .arg(ip_of(&f.dst).unwrap_or_default())
+                        .args(["-p", &port.to_string(), "-J", "--get-server-output"])
+                        .args(["-t", &secs.to_string(), "-i", &iperf_interval]);
+                    if let FlowKind::Udp(r) = kinds[*i] {
+                        let (app, len) = iperf::udp_app_rate(k.rate(r), f.frame_len);
+                        c.args(["-u", "-b", &format!("{}", app.round() as u64)])
+                            .args(["-l", &len.to_string()]);
+                    }
+                    c.stdout(Stdio::from(std::fs::File::create(&out)?))
+                        .stderr(Stdio::from(std::fs::File::create(
+                            logs.join(format!("iperf-{name}.log")),
+                        )?));
+                    let child = ns[&f.src].spawn_command(c)?;
+                    let started_s = t0.elapsed().as_secs_f64();
+                    iperfs.push(ClientProc {
+                        index: *i,
+                        child,
+                        started_s,
+                        ends_s: started_s + secs as f64,
+                        out,
+                    });
+                }
                 Action::StartFlow(i) => {
                     let f = &sc.topo.flow[*i];
                     let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
                     let stop = f.stop.map_or(span, |x| k.at(x));
                     let dur = (stop - k.at(f.start)).max(0.0);
-                    let pattern: Pattern = f.pattern.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+                    // Not reached for tcp/udp flows (the arm above takes them).
+                    let pattern = match kinds[*i] {
+                        FlowKind::Gen(p) => p,
+                        _ => Pattern::Greedy,
+                    };
                     let uplink_rate = shape
                         .uplink(&f.src)
                         .map(|li| sc.topo.link[li].rate)
                         .unwrap_or(Rate::from_gbps(1));
-                    let cfg = agent_config(sc, &f.src, uplink_rate, k)?;
+                    let cfg = super::events::agent_config_at(sc, &f.src, uplink_rate, k, f.start)?;
                     let cfg_path = dir.join(format!("rp-agent-{name}.toml"));
                     std::fs::write(&cfg_path, cfg)?;
                     let out = dir.join(format!("gen-{name}.jsonl"));
@@ -680,6 +1048,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                         .arg((seed.wrapping_mul(1000) + *i as u64 + 1).to_string())
                         .arg("--config")
                         .arg(&cfg_path)
+                        .arg("--ctl")
+                        .arg(gen_ctl(*i))
                         .stdout(Stdio::from(std::fs::File::create(&out)?))
                         .stderr(Stdio::from(std::fs::File::create(
                             logs.join(format!("gen-{name}.log")),
@@ -703,6 +1073,8 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             }
             next_action += 1;
         }
+        let switch_ctl = |n: &str| switches.iter().find(|s| s.0 == n).map(|s| s.2.clone());
+        params.fire(now, &switch_ctl, &gen_ctl, &mut run.warnings);
         if now - last_sample >= 0.25 {
             last_sample = now;
             let c = cpu_jiffies();
@@ -753,6 +1125,24 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     bail!("cp-switch {sw} died during the run:\n{}", tail(log, 10));
                 }
             }
+            for st in &mut stacks {
+                if let Ok(v) = ctl(&st.ctl, "stats") {
+                    let n = v["cnm_rx"].as_u64().unwrap_or(0);
+                    if n > st.cnm_prev {
+                        if let Some(fs) = cnm_flow.get(&st.name).and_then(|f| run.flow_mut(f)) {
+                            fs.push_cnm_count(now, n - st.cnm_prev);
+                        }
+                    }
+                    st.cnm_prev = st.cnm_prev.max(n);
+                }
+                if !st.agent.is_running() {
+                    bail!(
+                        "rp-agent (TAP) on {} died during the run:\n{}",
+                        st.name,
+                        tail(&logs.join(format!("rp-agent-tap-{}.log", st.name)), 10)
+                    );
+                }
+            }
         }
         progress.set(now.min(span));
         if now >= span {
@@ -771,6 +1161,20 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
         }
         let _ = g.child.stop(StdDuration::from_secs(2));
     }
+    // iperf3 clients end by themselves (-t) and then fetch the server's report; incast
+    // clients start no round after their duration (one may still be running).
+    for c in iperfs.iter_mut().chain(incasts.iter_mut()) {
+        let deadline = t0 + StdDuration::from_secs_f64(c.ends_s.max(span) + 5.0);
+        while c.child.is_running() && StdInstant::now() < deadline {
+            if signals::sleep_or_interrupted(StdDuration::from_millis(20)) {
+                bail!("interrupted");
+            }
+        }
+        let _ = c.child.stop(StdDuration::from_secs(2));
+    }
+    for mut c in servers.drain(..) {
+        let _ = c.stop(StdDuration::from_secs(2));
+    }
     for (_, child, _, stop_s) in &mut sinks {
         *stop_s = t0.elapsed().as_secs_f64();
         let _ = child.stop(StdDuration::from_secs(3));
@@ -788,10 +1192,21 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             final_stats.insert(sw.clone(), v);
         }
     }
+    for st in &mut stacks {
+        if let Ok(v) = ctl(&st.ctl, "stats") {
+            std::fs::write(
+                dir.join(format!("stats-agent-{}.json", st.name)),
+                serde_json::to_string_pretty(&v)?,
+            )?;
+        }
+        let _ = st.agent.stop(StdDuration::from_secs(3));
+    }
     for (_, child, _, _) in &mut switches {
         let _ = child.stop(StdDuration::from_secs(3));
     }
     progress.finish();
+    collect_iperf(sc, &mut run, &iperfs);
+    collect_incast(sc, &mut run, &incasts);
 
     collect(
         sc,
@@ -808,9 +1223,84 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
     drop(switches);
     drop(sinks);
     drop(gens);
+    drop(stacks);
     lab.teardown()
         .map_err(|e| anyhow::anyhow!("teardown: {e}"))?;
     Ok(run)
+}
+
+/// iperf3 reports: each flow's goodput series (the receiver's intervals, anchored at the
+/// client's start), the client's sending rate as `offered_bps`, retransmissions and losses as
+/// notes.
+fn collect_iperf(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) {
+    for c in clients {
+        let f = &sc.topo.flow[c.index];
+        let name = f.name.clone().unwrap_or_else(|| format!("f{}", c.index));
+        let text = std::fs::read_to_string(&c.out).unwrap_or_default();
+        let r = match iperf::parse_report(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                run.warnings.push(format!("flow {name}: {e}"));
+                continue;
+            }
+        };
+        let mut note = format!(
+            "flow {name}: iperf3 {} goodput {:.2} Mb/s ({} octets received, {} sent)",
+            r.protocol,
+            r.goodput_bps() / 1e6,
+            r.received_bytes,
+            r.sent_bytes
+        );
+        if let Some(x) = r.retransmits {
+            note.push_str(&format!(", {x} retransmissions"));
+        }
+        if let (Some(l), Some(p)) = (r.lost_packets, r.packets) {
+            note.push_str(&format!(", {l} of {p} datagrams lost"));
+        }
+        run.warnings.push(note);
+        if let Some(fs) = run.flow_mut(&name) {
+            for &(a, b, bytes) in &r.intervals {
+                fs.push_interval(c.started_s + a, c.started_s + b, Bytes::new(bytes));
+            }
+            fs.offered_bps = Some(r.sent_bps());
+        }
+    }
+}
+
+/// Incast clients: the `incast` flow's goodput per round, rounds and octets per server as a
+/// note (and `incast-N.jsonl` in the results directory).
+fn collect_incast(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) {
+    for c in clients {
+        let text = std::fs::read_to_string(&c.out).unwrap_or_default();
+        let r = incast::parse_client_output(&text);
+        let inc = &sc.topo.incast[c.index];
+        if let Some(fs) = run.flow_mut("incast") {
+            for x in &r.rounds {
+                fs.push_interval(
+                    c.started_s + x.start_s,
+                    c.started_s + x.start_s + x.secs,
+                    Bytes::new(x.bytes),
+                );
+            }
+        }
+        let times: Vec<String> = r
+            .rounds
+            .iter()
+            .map(|x| format!("{:.1}", x.secs * 1000.0))
+            .collect();
+        run.warnings.push(format!(
+            "incast {}: {} servers, SRU {}, {} rounds completed, goodput {:.2} Mb/s; \
+             round times (ms): [{}]; octets per server: {:?}{}",
+            c.index,
+            inc.servers.len(),
+            inc.sru,
+            r.rounds.len(),
+            r.goodput_bps() / 1e6,
+            times.join(", "),
+            r.per_server,
+            r.error.map(|e| format!("; error: {e}")).unwrap_or_default()
+        ));
+    }
 }
 
 fn read_json_lines(p: &Path) -> Vec<Value> {

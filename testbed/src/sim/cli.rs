@@ -171,9 +171,13 @@ pub fn flow_summary(sim: &Sim, built: &Built, now: Instant) -> Vec<Value> {
             });
             let end = (*stop).min(now);
             let secs = end.saturating_since(*start).as_secs_f64();
-            let (frames, bytes, lost, delay) = counters.as_ref().map_or((0, 0, 0, 0), |c| {
+            let (frames, mut bytes, lost, delay) = counters.as_ref().map_or((0, 0, 0, 0), |c| {
                 (c.frames, c.bytes, c.lost, c.delay_mean_ns())
             });
+            // A bulk TCP flow (`pattern = "tcp"`): the in-order octets its receiver took.
+            if let Some(t) = host(dst).and_then(HostNode::tcp) {
+                bytes = bytes.max(t.received(super::tcp::bulk_conn(*id)));
+            }
             json!({
                 "name": name, "id": id, "src": src, "dst": dst,
                 "generated": generated, "received": frames, "bytes": bytes, "lost": lost,

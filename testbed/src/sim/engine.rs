@@ -5,6 +5,7 @@
 //! the direction's FIFO, whose arrival times are non-decreasing), one copy into a recycled
 //! buffer, the core's own `handle_*`, `poll_*` and `poll_timeout`.
 
+use super::host::HostNode;
 use super::node::SimNode;
 use super::stats::{wire_octets, QueueHistogram, QueueSummary};
 use cnm_proto::phy::pcap::PcapWriter;
@@ -456,6 +457,22 @@ pub enum Action {
         /// The new rate.
         rate: Rate,
     },
+    /// New congestion-point settings (`[cp]` names) for every CP of a switch node, through
+    /// [`Bridge::apply_cp_overrides`].
+    SetCp {
+        /// The switch.
+        node: NodeId,
+        /// `KEY = VALUE` settings.
+        set: toml::Table,
+    },
+    /// New reaction-point settings (`rp_mode`, `[rp]` names) for a host node's agent,
+    /// through `rp_agent::Agent::apply_rp_overrides`.
+    SetRp {
+        /// The host.
+        node: NodeId,
+        /// `KEY = VALUE` settings.
+        set: toml::Table,
+    },
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -688,6 +705,57 @@ impl Sim {
         }
     }
 
+    /// Applies congestion-point (`cp`, a switch node) or reaction-point (a host node)
+    /// settings now ([`Action::SetCp`], [`Action::SetRp`]) and writes a `cp_config` /
+    /// `rp_config` record to the trace with the outcome. A refused change (topology files
+    /// check theirs at build) leaves the node as it was; the record then carries the error.
+    pub fn set_params(&mut self, node: NodeId, set: &toml::Table, cp: bool) {
+        let now = self.now;
+        let Some(st) = self.nodes.get_mut(node.0) else {
+            return;
+        };
+        let outcome: Result<serde_json::Value, String> = match (&mut st.body, cp) {
+            (Body::Switch(s), true) => s
+                .bridge
+                .apply_cp_overrides(set)
+                .map(|c| json!(c))
+                .map_err(|e| e.to_string()),
+            (Body::Other(x), false) => match x.as_any_mut().downcast_mut::<HostNode>() {
+                Some(h) => h
+                    .agent_mut()
+                    .apply_rp_overrides(now, set)
+                    .map(|c| json!(c))
+                    .map_err(|e| e.to_string()),
+                None => Err("not a host".into()),
+            },
+            _ => Err(if cp { "not a switch" } else { "not a host" }.into()),
+        };
+        let mut rec = json!({
+            "type": if cp { "cp_config" } else { "rp_config" },
+            "t": now.as_nanos(),
+            "node": st.name,
+            "set": set,
+        });
+        match outcome {
+            Ok(c) => rec["change"] = c,
+            Err(e) => rec["error"] = json!(e),
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let line = rec.to_string();
+            if let Err(source) = t
+                .write_all(line.as_bytes())
+                .and_then(|()| t.write_all(b"\n"))
+            {
+                self.io_error.get_or_insert(SimError::Io {
+                    what: "trace".into(),
+                    source,
+                });
+                self.trace = None;
+            }
+        }
+        self.reschedule(node.0, None);
+    }
+
     /// Runs every event up to and including `end`, then sets the clock to `end`.
     pub fn run_until(&mut self, end: Instant) {
         while let Some(Reverse(e)) = self.heap.peek() {
@@ -905,6 +973,8 @@ impl Sim {
                 if let Some(a) = self.actions.get(k as usize).cloned() {
                     match a {
                         Action::SetRate { link, dir, rate } => self.set_link_rate(link, dir, rate),
+                        Action::SetCp { node, set } => self.set_params(node, &set, true),
+                        Action::SetRp { node, set } => self.set_params(node, &set, false),
                     }
                 }
             }

@@ -121,6 +121,11 @@ impl HostNode {
         &self.agent
     }
 
+    /// The agent core, to change its reaction-point settings at run time.
+    pub fn agent_mut(&mut self) -> &mut Agent {
+        &mut self.agent
+    }
+
     /// The sink.
     pub fn sink(&self) -> &Sink {
         &self.sink

@@ -27,6 +27,12 @@
 //! 2 request) · reserved(3) · seq(8) · ack(8) · len(4)`, then `len` octets of payload (data).
 //! A request asks the server to have sent `ack` octets in total (idempotent, so it is simply
 //! repeated if the round makes no progress for RTOmin).
+//!
+//! # Bulk transfers
+//! A `[[flow]]` with `pattern = "tcp"` is one sender with an unbounded amount to send between
+//! the flow's start and stop (the same congestion control, RTOmin 200 ms as Linux's
+//! `TCP_RTO_MIN`, initial window 10 segments as RFC 6928 and Linux), on connection
+//! [`bulk_conn`]`(flow id)`; its receiver counts the in-order octets ([`TcpHost::received`]).
 
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Instant};
@@ -45,6 +51,19 @@ pub const HEADER: usize = 14 + 32;
 const CTL_LEN: usize = 60;
 /// Out-of-order segments a receiver remembers.
 const MAX_OOO: usize = 4096;
+
+/// Connection numbers of bulk flows: this bit set, the flow id below it (incast connections
+/// use `(incast index + 1) << 16`, far below).
+pub const BULK_CONN: u32 = 0x8000_0000;
+/// RTOmin of a bulk sender (Linux's `TCP_RTO_MIN`, 200 ms).
+pub const BULK_RTO_MIN: Duration = Duration::from_millis(200);
+/// Initial window of a bulk sender in segments (RFC 6928).
+pub const BULK_INIT_CWND: u64 = 10;
+
+/// The connection number of bulk flow `flow`.
+pub fn bulk_conn(flow: u32) -> u32 {
+    BULK_CONN | (flow & !BULK_CONN)
+}
 
 const DATA: u8 = 0;
 const ACK: u8 = 1;
@@ -162,6 +181,8 @@ struct Sender {
     fast_retransmits: u64,
     retransmitted: u64,
     sent: u64,
+    /// Bulk transfer: sends without end from `.0` until `.1`.
+    bulk: Option<(Instant, Instant)>,
 }
 
 #[derive(Debug)]
@@ -226,7 +247,68 @@ impl TcpHost {
             fast_retransmits: 0,
             retransmitted: 0,
             sent: 0,
+            bulk: None,
         });
+    }
+
+    /// This host sends bulk flow `flow` (frames of `frame_len` octets) to `peer` from `start`
+    /// until `stop`.
+    pub fn add_bulk_sender(
+        &mut self,
+        flow: u32,
+        frame_len: usize,
+        mac: EthernetAddress,
+        peer: EthernetAddress,
+        start: Instant,
+        stop: Instant,
+    ) {
+        let mss = frame_len.saturating_sub(HEADER).max(1) as u64;
+        self.senders.push(Sender {
+            conn: bulk_conn(flow),
+            mac,
+            peer,
+            mss,
+            limit: 0,
+            una: 0,
+            nxt: 0,
+            high: 0,
+            cwnd: mss * BULK_INIT_CWND,
+            ssthresh: u64::MAX,
+            dupacks: 0,
+            recover: None,
+            retransmit: false,
+            rto_min: BULK_RTO_MIN,
+            rto: BULK_RTO_MIN,
+            srtt: None,
+            rttvar: 0.0,
+            deadline: None,
+            probe: None,
+            timeouts: 0,
+            fast_retransmits: 0,
+            retransmitted: 0,
+            sent: 0,
+            bulk: Some((start, stop)),
+        });
+    }
+
+    /// This host receives bulk flow `flow` from `peer`.
+    pub fn add_bulk_receiver(&mut self, flow: u32, mac: EthernetAddress, peer: EthernetAddress) {
+        self.receivers.push(Receiver {
+            conn: bulk_conn(flow),
+            mac,
+            peer,
+            rcv_nxt: 0,
+            ooo: BTreeMap::new(),
+        });
+    }
+
+    /// In-order octets received on connection `conn` (0 if this host does not receive it).
+    pub fn received(&self, conn: u32) -> u64 {
+        self.receivers
+            .iter()
+            .filter(|r| r.conn == conn)
+            .map(|r| r.rcv_nxt)
+            .sum()
     }
 
     /// This host is the client of `inc`; connection `base + k` goes to `servers[k]`.
@@ -272,6 +354,17 @@ impl TcpHost {
     pub fn send(&mut self, now: Instant, handle: &mut dyn FnMut(&[u8]) -> Result<(), HostError>) {
         self.blocked = false;
         self.run_clients(now);
+        for s in &mut self.senders {
+            if let Some((start, stop)) = s.bulk {
+                if now >= stop {
+                    s.limit = s.limit.min(s.nxt.max(s.una));
+                    s.bulk = None;
+                } else if now >= start {
+                    // Without end: half the sequence space, never reached.
+                    s.limit = u64::MAX >> 1;
+                }
+            }
+        }
         while let Some(f) = self.out.front() {
             match handle(f) {
                 Err(HostError::Backpressure) => {
@@ -386,6 +479,9 @@ impl TcpHost {
         for s in &self.senders {
             if let Some(d) = s.deadline {
                 earliest(d);
+            }
+            if let Some((start, stop)) = s.bulk {
+                earliest(if s.limit == 0 { start } else { stop });
             }
         }
         for c in &self.clients {

@@ -35,6 +35,7 @@
 //! src = "h0"
 //! dst = "r0"
 //! pattern = "greedy"             # greedy | cbr:R | onoff:R,on=B | poisson:R,pareto-mean=B,shape=S
+//!                                # | tcp | udp:R  (see FlowKind)
 //! frame_len = 1500               # default 1500
 //! start = "0s"                   # default 0
 //! stop = "100ms"                 # default: the duration
@@ -45,12 +46,29 @@
 //! dir = "both"                   # a-to-b | b-to-a | both (default)
 //! rate = "1gbit"
 //!
+//! [[event]]                      # every congestion point of a switch ([cp] names)
+//! at = "30ms"
+//! switch = "sw0"
+//! set = { cp_queue_set_point = "20KB", cp_feedback_weight = 4 }
+//!
+//! [[event]]                      # a host's reaction points (rp_mode, [rp] names)
+//! at = "40ms"
+//! host = "h0"
+//! set = { rp_mode = "adaptive-bc", rpg_ai_rate = "10mbit" }
+//!
 //! [[incast]]                     # TCP-like synchronized reads (see super::tcp)
 //! client = "r0"
 //! servers = ["h0", "h1"]
 //! sru = "256KB"
 //! rounds = 5
 //! ```
+//!
+//! An event is exactly one of `link` + `rate`, `switch` + `set`, `host` + `set`. Parameter
+//! changes follow the cores' run-time rules (`cp_switch::Bridge::set_cp_config`,
+//! `rp_agent::Agent::set_rp_config`): scaling parameters change in place, structural ones
+//! (CP placement, mode, culprit, CNPVs; a reaction-point mode of another kind) reset the
+//! state concerned. A parameter event is also a `{"type": "cp_config" | "rp_config"}` record
+//! in the trace.
 //!
 //! Every error names the file and the field (`dumbbell.toml: link[2].b: no node "sw9"`);
 //! errors inside `[switch.X.bridge]` and `[host.X.agent]` are the cores' own validation
@@ -227,19 +245,209 @@ fn default_frame_len() -> usize {
     1500
 }
 
-/// `[[event]]`.
+/// What a `[[flow]]`'s `pattern` asks for.
+///
+/// * a generator model ([`Pattern`]: `greedy`, `cbr:R`, `onoff:..`, `poisson:..`): raw
+///   Ethernet frames from the agent's generator; rates are wire rates (whole frames);
+/// * `tcp`: one bulk TCP transfer (netns: `iperf3` through the hosts' agent TAPs; sim: the
+///   simulator's TCP-like sender of [`super::tcp`] without an end);
+/// * `udp:R`: constant-rate UDP at wire rate `R` (netns: `iperf3 -u`, its application rate set
+///   so that the frames on the wire make `R`; sim: a `cbr:R` generator).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FlowKind {
+    /// A generator model.
+    Gen(Pattern),
+    /// Bulk TCP.
+    Tcp,
+    /// Constant-rate UDP at this wire rate.
+    Udp(Rate),
+}
+
+impl FlowKind {
+    /// Whether the flow needs the hosts' IP stacks (TCP or UDP).
+    pub fn is_ip(&self) -> bool {
+        !matches!(self, FlowKind::Gen(_))
+    }
+}
+
+impl std::str::FromStr for FlowKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FlowKind, String> {
+        let t = s.trim();
+        if t == "tcp" {
+            return Ok(FlowKind::Tcp);
+        }
+        if let Some(r) = t.strip_prefix("udp") {
+            let Some(r) = r.strip_prefix(':') else {
+                return Err(format!("{s:?}: expected udp:RATE (e.g. udp:50mbit)"));
+            };
+            let rate: Rate = r
+                .trim()
+                .parse()
+                .map_err(|e| format!("{s:?}: udp rate: {e}"))?;
+            if rate == Rate::ZERO {
+                return Err(format!("{s:?}: the udp rate must be above zero"));
+            }
+            return Ok(FlowKind::Udp(rate));
+        }
+        t.parse::<Pattern>()
+            .map(FlowKind::Gen)
+            .map_err(|e| format!("{e} (or tcp, udp:RATE)"))
+    }
+}
+
+impl FlowEntry {
+    /// The flow's kind, parsed from `pattern`.
+    pub fn kind(&self) -> Result<FlowKind, String> {
+        self.pattern.parse()
+    }
+}
+
+/// `[[event]]`: a change at time `at`, exactly one of
+/// * `link` + `rate` (+ `dir`): the link's line rate;
+/// * `switch` + `set`: congestion-point settings of every CP of that switch, `[cp]` names
+///   (`cp_switch::CpConfig`, applied by `cp_switch::Bridge::apply_cp_overrides`);
+/// * `host` + `set`: that host's reaction points, `rp_mode` and the `[rp]` names
+///   (`rp_agent::AgentConfig::with_rp_overrides`, applied by
+///   `rp_agent::Agent::apply_rp_overrides`).
+///
+/// Changes accumulate: a later event on the same node starts from the settings the earlier
+/// ones left. Every `set` is checked when the topology is built, in time order, with the
+/// cores' own validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventEntry {
     /// When.
     pub at: Duration,
-    /// Link.
-    pub link: String,
-    /// Direction(s): `a-to-b`, `b-to-a`, `both`. Default both.
+    /// Link (a rate event).
     #[serde(default)]
-    pub dir: DirSpec,
-    /// New rate.
-    pub rate: Rate,
+    pub link: Option<String>,
+    /// Direction(s) of a rate event: `a-to-b`, `b-to-a`, `both`. Default both.
+    #[serde(default)]
+    pub dir: Option<DirSpec>,
+    /// New rate (a rate event).
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    /// Switch (a congestion-point event).
+    #[serde(default)]
+    pub switch: Option<String>,
+    /// Host (a reaction-point event).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Settings to change (`KEY = VALUE`), for a switch or host event.
+    #[serde(default)]
+    pub set: Option<toml::Table>,
+}
+
+/// What an [`EventEntry`] changes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EventKind<'a> {
+    /// A link's line rate.
+    Link {
+        /// Link name.
+        link: &'a str,
+        /// Direction(s).
+        dir: DirSpec,
+        /// New rate.
+        rate: Rate,
+    },
+    /// Every congestion point of a switch.
+    Switch {
+        /// Switch name.
+        switch: &'a str,
+        /// `[cp]` settings.
+        set: &'a toml::Table,
+    },
+    /// A host's reaction points.
+    Host {
+        /// Host name.
+        host: &'a str,
+        /// `rp_mode` and `[rp]` settings.
+        set: &'a toml::Table,
+    },
+}
+
+impl EventEntry {
+    /// What the event changes, or `(field, reason)` when its fields do not make exactly one
+    /// of the three kinds (the field relative to the event).
+    pub fn kind(&self) -> Result<EventKind<'_>, (String, String)> {
+        const KINDS: &str = "an event has exactly one of link + rate, switch + set, host + set";
+        let targets = [
+            ("link", self.link.is_some()),
+            ("switch", self.switch.is_some()),
+            ("host", self.host.is_some()),
+        ];
+        let named: Vec<&str> = targets.iter().filter(|t| t.1).map(|t| t.0).collect();
+        match named.as_slice() {
+            [] => Err(("link".into(), format!("missing: {KINDS}"))),
+            [_, second, ..] => Err((
+                second.to_string(),
+                format!("{KINDS} ({})", named.join(" and ")),
+            )),
+            _ => Ok(()),
+        }?;
+        if let (Some(link), set) = (&self.link, &self.set) {
+            if set.is_some() {
+                return Err((
+                    "set".into(),
+                    format!("a link event changes rate only; {KINDS}"),
+                ));
+            }
+            let rate = self
+                .rate
+                .ok_or_else(|| ("rate".to_string(), format!("missing: {KINDS}")))?;
+            return Ok(EventKind::Link {
+                link,
+                dir: self.dir.unwrap_or_default(),
+                rate,
+            });
+        }
+        if self.rate.is_some() {
+            return Err((
+                "rate".into(),
+                format!("only a link event has a rate; {KINDS}"),
+            ));
+        }
+        if self.dir.is_some() {
+            return Err(("dir".into(), "only a link event has a direction".into()));
+        }
+        let set = self
+            .set
+            .as_ref()
+            .ok_or_else(|| ("set".to_string(), format!("missing: {KINDS}")))?;
+        if set.is_empty() {
+            return Err(("set".into(), "nothing to change".into()));
+        }
+        Ok(match (&self.switch, &self.host) {
+            (Some(switch), _) => EventKind::Switch { switch, set },
+            (_, Some(host)) => EventKind::Host { host, set },
+            // `named` holds exactly one target, and it is not the link.
+            (None, None) => return Err(("link".into(), format!("missing: {KINDS}"))),
+        })
+    }
+
+    /// A short description for plots and logs: `sw0-r0 → 1gbit`,
+    /// `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=adaptive-bc rpg_ai_rate=10mbit`.
+    pub fn label(&self) -> String {
+        let pairs = |node: &str, set: &toml::Table| {
+            let mut s = node.to_string();
+            for (k, v) in set {
+                let v = match v {
+                    toml::Value::String(x) => x.clone(),
+                    other => other.to_string(),
+                };
+                s.push_str(&format!(" {k}={v}"));
+            }
+            s
+        };
+        match self.kind() {
+            Ok(EventKind::Link { link, rate, .. }) => format!("{link} → {rate}"),
+            Ok(EventKind::Switch { switch, set }) => pairs(switch, set),
+            Ok(EventKind::Host { host, set }) => pairs(host, set),
+            Err(_) => "event".into(),
+        }
+    }
 }
 
 /// Direction in a topology file.
@@ -303,6 +511,59 @@ impl Topology {
             field: field.into(),
             msg: msg.into(),
         }
+    }
+
+    /// Checks every switch and host event's `set` against the node's settings as the earlier
+    /// events (in time order) leave them, with the cores' own rules: unknown keys, values of
+    /// the wrong kind and invalid combinations are reported as `event[i].set.KEY`.
+    fn check_param_events(
+        &self,
+        switches: &BTreeMap<String, cp_switch::CpConfig>,
+        hosts: &BTreeMap<String, AgentConfig>,
+    ) -> Result<(), TopoError> {
+        let mut sw = switches.clone();
+        let mut hs = hosts.clone();
+        let mut order: Vec<usize> = (0..self.event.len()).collect();
+        order.sort_by_key(|&i| self.event[i].at);
+        // The field of a core's error as a path under the event's `set`.
+        let under_set = |i: usize, field: &str| {
+            let key = field
+                .strip_prefix("cp.")
+                .or_else(|| field.strip_prefix("rp."))
+                .unwrap_or(field);
+            format!("event[{i}].set.{key}")
+        };
+        for i in order {
+            let ev = &self.event[i];
+            match ev
+                .kind()
+                .map_err(|(f, m)| self.err(format!("event[{i}].{f}"), m))?
+            {
+                EventKind::Link { .. } => {}
+                EventKind::Switch { switch, set } => {
+                    let Some(cp) = sw.get_mut(switch) else {
+                        return Err(self.err(
+                            format!("event[{i}].switch"),
+                            format!("no switch {switch:?}"),
+                        ));
+                    };
+                    *cp = cp
+                        .with_overrides(set)
+                        .map_err(|(f, m)| self.err(under_set(i, &f), m))?;
+                }
+                EventKind::Host { host, set } => {
+                    let Some(cfg) = hs.get_mut(host) else {
+                        return Err(
+                            self.err(format!("event[{i}].host"), format!("no host {host:?}"))
+                        );
+                    };
+                    *cfg = cfg
+                        .with_rp_overrides(set)
+                        .map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The MAC of every host, by name.
@@ -393,6 +654,18 @@ impl Topology {
         let end = Instant::ZERO + self.duration;
         let mut flows_by_host: BTreeMap<String, Vec<FlowSpec>> = BTreeMap::new();
         let mut flow_list = Vec::new();
+        // Bulk TCP flows: (id, src, src MAC, dst, dst MAC, frame length, start, stop).
+        #[allow(clippy::type_complexity)]
+        let mut bulk: Vec<(
+            u32,
+            String,
+            EthernetAddress,
+            String,
+            EthernetAddress,
+            usize,
+            Instant,
+            Instant,
+        )> = Vec::new();
         for (i, f) in self.flow.iter().enumerate() {
             if !self.host.contains_key(&f.src) {
                 return Err(self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src)));
@@ -400,18 +673,40 @@ impl Topology {
             let Some(&dst) = macs.get(&f.dst) else {
                 return Err(self.err(format!("flow[{i}].dst"), format!("no host {:?}", f.dst)));
             };
-            let pattern: Pattern =
-                f.pattern
-                    .parse()
-                    .map_err(|e: rp_agent::gen::PatternError| {
-                        self.err(format!("flow[{i}].pattern"), e.to_string())
-                    })?;
+            let kind = f
+                .kind()
+                .map_err(|e| self.err(format!("flow[{i}].pattern"), e))?;
             if !(60..=9000).contains(&f.frame_len) {
                 return Err(self.err(format!("flow[{i}].frame_len"), "must be in 60..=9000"));
             }
             let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
             let start = Instant::ZERO + f.start;
             let stop = f.stop.map_or(end, |s| Instant::ZERO + s);
+            let pattern = match kind {
+                FlowKind::Gen(p) => p,
+                // The simulator's CBR generator sends `rate` of whole frames, as the netns
+                // runner's iperf3 does once its application rate is converted.
+                FlowKind::Udp(r) => Pattern::Cbr(r),
+                FlowKind::Tcp => {
+                    let Some(&smac) = macs.get(&f.src) else {
+                        return Err(
+                            self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src))
+                        );
+                    };
+                    bulk.push((
+                        i as u32,
+                        f.src.clone(),
+                        smac,
+                        f.dst.clone(),
+                        dst,
+                        f.frame_len,
+                        start,
+                        stop,
+                    ));
+                    flow_list.push((name, i as u32, f.src.clone(), f.dst.clone(), start, stop));
+                    continue;
+                }
+            };
             flow_list.push((
                 name.clone(),
                 i as u32,
@@ -476,6 +771,17 @@ impl Topology {
                 );
         }
 
+        for (id, src, smac, dst, dmac, frame_len, start, stop) in bulk {
+            tcp_by_host
+                .entry(src)
+                .or_default()
+                .add_bulk_sender(id, frame_len, smac, dmac, start, stop);
+            tcp_by_host
+                .entry(dst)
+                .or_default()
+                .add_bulk_receiver(id, dmac, smac);
+        }
+
         // Nodes.
         let opts = TraceOptions {
             trace_interval: self
@@ -490,6 +796,8 @@ impl Topology {
         };
         let mut b = SimBuilder::new(self.seed);
         b.options(opts);
+        let mut switch_cfgs: BTreeMap<String, cp_switch::CpConfig> = BTreeMap::new();
+        let mut host_cfgs: BTreeMap<String, AgentConfig> = BTreeMap::new();
         let mut built = Built {
             hosts: Vec::new(),
             switches: Vec::new(),
@@ -558,6 +866,7 @@ impl Topology {
             if let Err(e) = probe.validate() {
                 return Err(self.err(format!("{field}.{}", e.field), e.reason));
             }
+            switch_cfgs.insert(name.clone(), cfg.cp.clone());
             let id = b.switch(name.clone(), cfg);
             built.switches.push((name.clone(), id));
         }
@@ -587,6 +896,7 @@ impl Topology {
             if let Err(e) = cfg.validate() {
                 return Err(self.err(format!("{field}.{}", e.field), e.reason));
             }
+            host_cfgs.insert(name.clone(), cfg.clone());
             if adj[ns + hi].len() > 1 {
                 return Err(self.err(
                     format!("host.{name}"),
@@ -617,26 +927,43 @@ impl Topology {
         let mut sim = b
             .build()
             .map_err(|e| self.err("(topology)", e.to_string()))?;
+        self.check_param_events(&switch_cfgs, &host_cfgs)?;
         for (i, ev) in self.event.iter().enumerate() {
-            let link = sim.link_id(&ev.link).ok_or_else(|| {
-                self.err(format!("event[{i}].link"), format!("no link {:?}", ev.link))
-            })?;
-            if ev.rate == Rate::ZERO {
-                return Err(self.err(format!("event[{i}].rate"), "must be above zero"));
-            }
-            let dir = match ev.dir {
-                DirSpec::AToB => Direction::AtoB,
-                DirSpec::BToA => Direction::BtoA,
-                DirSpec::Both => Direction::Both,
-            };
-            sim.schedule(
-                Instant::ZERO + ev.at,
-                Action::SetRate {
-                    link,
-                    dir,
-                    rate: ev.rate,
+            let kind = ev
+                .kind()
+                .map_err(|(f, m)| self.err(format!("event[{i}].{f}"), m))?;
+            let action = match kind {
+                EventKind::Link { link, dir, rate } => {
+                    let link = sim.link_id(link).ok_or_else(|| {
+                        self.err(format!("event[{i}].link"), format!("no link {link:?}"))
+                    })?;
+                    if rate == Rate::ZERO {
+                        return Err(self.err(format!("event[{i}].rate"), "must be above zero"));
+                    }
+                    let dir = match dir {
+                        DirSpec::AToB => Direction::AtoB,
+                        DirSpec::BToA => Direction::BtoA,
+                        DirSpec::Both => Direction::Both,
+                    };
+                    Action::SetRate { link, dir, rate }
+                }
+                EventKind::Switch { switch, set } => Action::SetCp {
+                    node: sim.node_id(switch).ok_or_else(|| {
+                        self.err(
+                            format!("event[{i}].switch"),
+                            format!("no switch {switch:?}"),
+                        )
+                    })?,
+                    set: set.clone(),
                 },
-            );
+                EventKind::Host { host, set } => Action::SetRp {
+                    node: sim.node_id(host).ok_or_else(|| {
+                        self.err(format!("event[{i}].host"), format!("no host {host:?}"))
+                    })?,
+                    set: set.clone(),
+                },
+            };
+            sim.schedule(Instant::ZERO + ev.at, action);
         }
         if let Some(bn) = &self.output.bottleneck {
             built.bottleneck = Some(
@@ -717,5 +1044,170 @@ mod tests {
         assert!(e.starts_with("t.toml: host.a.agent"), "{e}");
         let e = error_of(&MINI.replace("duration = \"1ms\"", "duration = \"soon\""));
         assert!(e.starts_with("t.toml: line 3"), "{e}");
+    }
+
+    #[test]
+    fn flow_kinds_parse_and_bad_ones_name_the_field() {
+        assert_eq!("tcp".parse::<FlowKind>(), Ok(FlowKind::Tcp));
+        assert_eq!(
+            "udp:50mbit".parse::<FlowKind>(),
+            Ok(FlowKind::Udp(Rate::from_mbps(50)))
+        );
+        assert_eq!(
+            "greedy".parse::<FlowKind>(),
+            Ok(FlowKind::Gen(Pattern::Greedy))
+        );
+        assert!(FlowKind::Tcp.is_ip() && !FlowKind::Gen(Pattern::Greedy).is_ip());
+        for bad in ["udp", "udp:", "udp:fast", "udp:0mbit", "tcp:1gbit", "tcpx"] {
+            assert!(bad.parse::<FlowKind>().is_err(), "{bad}");
+            let e = error_of(&MINI.replace("cbr:1gbit", bad));
+            assert!(e.starts_with("t.toml: flow[0].pattern"), "{bad}: {e}");
+        }
+        let e = error_of(&MINI.replace("cbr:1gbit", "udp:fast"));
+        assert!(e.contains("udp:RATE") || e.contains("udp rate"), "{e}");
+    }
+
+    #[test]
+    fn tcp_and_udp_flows_run_in_the_simulator() {
+        let text = MINI
+            .replace("duration = \"1ms\"", "duration = \"5ms\"")
+            .replace("pattern = \"cbr:1gbit\"", "pattern = \"tcp\"")
+            + "[[flow]]\nsrc = \"b\"\ndst = \"a\"\npattern = \"udp:1gbit\"\n";
+        let t = Topology::parse(&text, "t.toml").unwrap();
+        let (mut sim, built) = t.build().unwrap();
+        sim.run_until(Instant::ZERO + t.duration);
+        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        // The bulk receiver took in-order data: slow start from 10 segments reaches most of
+        // the 10 Gb/s line within 5 ms (at least 1 Gb/s on average here).
+        let got = b.tcp().unwrap().received(super::super::tcp::bulk_conn(0));
+        assert!(got > 625_000, "{got}");
+        // The UDP flow is a 1 Gb/s CBR generator into a's sink.
+        let a = sim.node::<HostNode>(built.hosts[0].1).unwrap();
+        let (_, c) = a.sink().flows().next().unwrap();
+        assert!((380..=420).contains(&c.frames), "{}", c.frames);
+    }
+
+    fn with_event(ev: &str) -> String {
+        format!("{MINI}\n[[event]]\nat = \"0.5ms\"\n{ev}\n")
+    }
+
+    #[test]
+    fn parameter_events_build_and_bad_ones_name_the_field() {
+        for ok in [
+            "switch = \"sw\"\nset = { cp_queue_set_point = \"20KB\", cp_feedback_weight = 4 }",
+            "host = \"a\"\nset = { rp_mode = \"adaptive-bc\", rpg_ai_rate = \"10mbit\" }",
+            "link = \"a-sw\"\nrate = \"1gbit\"",
+        ] {
+            let t = Topology::parse(&with_event(ok), "t.toml").unwrap();
+            t.build().unwrap();
+        }
+        for (ev, start) in [
+            ("switch = \"sw\"", "t.toml: event[0].set: missing"),
+            ("switch = \"sw\"\nset = {}", "t.toml: event[0].set: nothing"),
+            (
+                "switch = \"sw9\"\nset = { cp_feedback_weight = 4 }",
+                "t.toml: event[0].switch: no switch",
+            ),
+            (
+                "host = \"zz\"\nset = { rpg_gd = 4 }",
+                "t.toml: event[0].host: no host",
+            ),
+            (
+                "host = \"a\"\nswitch = \"sw\"\nset = { rpg_gd = 4 }",
+                "t.toml: event[0].host: an event has exactly one",
+            ),
+            (
+                "link = \"a-sw\"\nset = { rpg_gd = 4 }",
+                "t.toml: event[0].set: a link event",
+            ),
+            ("link = \"a-sw\"", "t.toml: event[0].rate: missing"),
+            (
+                "switch = \"sw\"\nrate = \"1gbit\"\nset = { cnpv = [3] }",
+                "t.toml: event[0].rate",
+            ),
+            (
+                "switch = \"sw\"\ndir = \"both\"\nset = { cnpv = [3] }",
+                "t.toml: event[0].dir",
+            ),
+            ("at2 = 1", "t.toml: line"),
+            (
+                "switch = \"sw\"\nset = { cp_feedback_weight = 3 }",
+                "t.toml: event[0].set.cp_feedback_weight",
+            ),
+            (
+                "switch = \"sw\"\nset = { qeq = \"3KB\" }",
+                "t.toml: event[0].set.qeq: unknown field",
+            ),
+            (
+                "switch = \"sw\"\nset = { cp_queue_set_point = \"big\" }",
+                "t.toml: event[0].set.cp_queue_set_point",
+            ),
+            (
+                "host = \"a\"\nset = { r_ai = \"1mbit\" }",
+                "t.toml: event[0].set.r_ai: unknown field",
+            ),
+            (
+                "host = \"a\"\nset = { rp_mode = \"best\" }",
+                "t.toml: event[0].set.rp_mode",
+            ),
+            (
+                "host = \"a\"\nset = { line_rate = \"1mbit\" }",
+                "t.toml: event[0].set.line_rate: cannot change",
+            ),
+            ("", "t.toml: event[0].link: missing"),
+        ] {
+            let e = error_of(&with_event(ev));
+            assert!(e.starts_with(start), "{ev}: {e}");
+        }
+    }
+
+    #[test]
+    fn later_parameter_events_start_from_earlier_ones() {
+        // mode fqcn first, then a culprit that fqcn refuses: the second event is the error.
+        let text = format!(
+            "{MINI}\n[[event]]\nat = \"0.6ms\"\nswitch = \"sw\"\nset = {{ culprit = \"occupancy-random\" }}\n\
+             [[event]]\nat = \"0.2ms\"\nswitch = \"sw\"\nset = {{ mode = \"fqcn\" }}\n"
+        );
+        let e = error_of(&text);
+        assert!(e.starts_with("t.toml: event[0].set.culprit"), "{e}");
+    }
+
+    #[test]
+    fn parameter_events_apply_at_their_time() {
+        let text = with_event(
+            "switch = \"sw\"\nset = { cp_queue_set_point = \"20KB\" }\n\
+             [[event]]\nat = \"0.5ms\"\nhost = \"a\"\nset = { rpg_ai_rate = \"7mbit\" }",
+        );
+        let t = Topology::parse(&text, "t.toml").unwrap();
+        let (mut sim, built) = t.build().unwrap();
+        let trace = super::super::engine::SharedBuf::default();
+        sim.trace_to(Box::new(trace.clone()));
+        let sw = built.switches[0].1;
+        let a = built.hosts[0].1;
+        sim.run_until(Instant::from_nanos(400_000));
+        assert_eq!(
+            sim.bridge(sw).unwrap().cp_config().cp_queue_set_point.get(),
+            26_000
+        );
+        sim.run_until(Instant::from_nanos(600_000));
+        assert_eq!(
+            sim.bridge(sw).unwrap().cp_config().cp_queue_set_point.get(),
+            20_000
+        );
+        let h = sim.node::<HostNode>(a).unwrap();
+        assert_eq!(h.agent().config().rp.rpg_ai_rate, Rate::from_mbps(7));
+        sim.finish().unwrap();
+        let text = String::from_utf8(trace.contents()).unwrap();
+        let recs: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|v: &serde_json::Value| v["type"] == "cp_config" || v["type"] == "rp_config")
+            .collect();
+        assert_eq!(recs.len(), 2, "{text}");
+        assert_eq!(recs[0]["t"], 500_000);
+        assert_eq!(recs[0]["node"], "sw");
+        assert_eq!(recs[0]["change"], "in-place");
+        assert_eq!(recs[1]["type"], "rp_config");
+        assert_eq!(recs[1]["change"]["change"], "updated");
     }
 }

@@ -1,0 +1,440 @@
+//! Timed parameter-change events in netns mode: `[[event]]` entries with `switch` + `set`
+//! (congestion points) or `host` + `set` (reaction points) become control-socket commands to
+//! the running daemons at the event's (scaled) time.
+//!
+//! * A switch event is `cp-switch ctl set cp KEY=VALUE...` on that switch's control socket.
+//! * A host event is `rp-agent ctl set rp KEY=VALUE...` on the control socket of every
+//!   generator (`rp-agent gen --ctl`, one per flow) of that host whose flow is active at the
+//!   event's time. A generator that starts later gets the change in its configuration file
+//!   instead ([`agent_config_at`]): every host event at or before its flow's start is folded
+//!   into the host's `[host.X.agent]` table.
+//!
+//! Values follow the time scaling exactly as the static configuration does: the event's keys
+//! are put into the node's configuration table and the very functions that write the daemons'
+//! configuration files ([`super::netns::switch_config`], [`super::netns::agent_config`]) scale
+//! them (rates ÷ S, loop times × S, octets unchanged); the command then carries the scaled
+//! values of the event's keys. So `cp_queue_set_point = "20KB"` is sent unchanged,
+//! `rpg_ai_rate = "10mbit"` at S = 100 as `100kbit`, `rpg_time_reset = "1ms"` as `100ms`.
+//!
+//! A command the daemon refuses, or a socket that does not answer, becomes a warning of the
+//! run (the scenario's values were checked at load, so this means a daemon problem).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+use cnm_proto::{Duration, Rate};
+
+use super::netns::{agent_config, ctl, switch_config};
+use super::shape::Shape;
+use super::Scaling;
+use crate::scenario::Scenario;
+use crate::sim::topo::EventKind;
+
+/// What one scheduled command changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every congestion point of this switch.
+    Switch(String),
+    /// The generators of this host whose flow is active at the event's time: their flow
+    /// indices.
+    Host(String, Vec<usize>),
+}
+
+/// One parameter event, ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamEvent {
+    /// When, in seconds of the run's schedule (scaled).
+    pub at_s: f64,
+    /// Scenario time of the event.
+    pub at: Duration,
+    /// Who gets it.
+    pub target: Target,
+    /// The command words after `set cp` / `set rp`: `KEY=VALUE`, values scaled.
+    pub words: Vec<String>,
+}
+
+impl ParamEvent {
+    /// The whole control command.
+    pub fn command(&self) -> String {
+        let what = match self.target {
+            Target::Switch(_) => "cp",
+            Target::Host(..) => "rp",
+        };
+        format!("set {what} {}", self.words.join(" "))
+    }
+}
+
+/// The parameter events of a scenario in schedule order, and how far they have been sent.
+#[derive(Debug, Clone)]
+pub struct ParamEvents {
+    events: Vec<ParamEvent>,
+    next: usize,
+}
+
+/// A TOML value as one command word (no spaces: arrays and inline tables written compactly,
+/// strings bare at the top level, quoted inside).
+pub fn word(v: &toml::Value) -> String {
+    fn inner(v: &toml::Value) -> String {
+        match v {
+            toml::Value::String(s) => toml::Value::String(s.clone()).to_string(),
+            toml::Value::Array(a) => {
+                format!("[{}]", a.iter().map(inner).collect::<Vec<_>>().join(","))
+            }
+            toml::Value::Table(t) => format!(
+                "{{{}}}",
+                t.iter()
+                    .map(|(k, v)| format!("{k}={}", inner(v)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            other => other.to_string(),
+        }
+    }
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => inner(other),
+    }
+}
+
+/// The flow name used for files and sockets (`name`, or `fN`).
+fn flow_name(sc: &Scenario, i: usize) -> String {
+    sc.topo.flow[i]
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("f{i}"))
+}
+
+/// The control socket of flow `i`'s generator in `dir`.
+pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
+    dir.join(format!("gen-{}.sock", flow_name(sc, i)))
+}
+
+/// The uplink rate of `host` (its first link; 1 Gb/s without one), as the runner uses it.
+fn uplink_rate(sc: &Scenario, shape: &Shape, host: &str) -> Rate {
+    shape
+        .uplink(host)
+        .map(|li| sc.topo.link[li].rate)
+        .unwrap_or(Rate::from_gbps(1))
+}
+
+/// Puts reaction-point overrides into a host's `[host.X.agent]` table (`rp_mode` at the top,
+/// the rest, with or without an `rp.` prefix, under `rp`).
+fn merge_rp(agent: &mut toml::Table, set: &toml::Table) {
+    for (k, v) in set {
+        let k = k.strip_prefix("rp.").unwrap_or(k);
+        if k == rp_agent::config::RP_MODE_KEY {
+            agent.insert(k.to_string(), v.clone());
+        } else {
+            let rp = agent
+                .entry("rp")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(t) = rp.as_table_mut() {
+                t.insert(k.to_string(), v.clone());
+            }
+        }
+    }
+}
+
+/// The scenario with `set` folded into host `host`'s agent table.
+fn with_host_set(sc: &Scenario, host: &str, set: &toml::Table) -> Scenario {
+    let mut sc = sc.clone();
+    if let Some(h) = sc.topo.host.get_mut(host) {
+        let mut agent = h.agent.clone().unwrap_or_default();
+        merge_rp(&mut agent, set);
+        h.agent = Some(agent);
+    }
+    sc
+}
+
+/// The `rp-agent --config` text of `host` for a generator starting at scenario time `start`:
+/// [`agent_config`] of the host's table with every host event at or before `start` folded in
+/// (in time order).
+pub fn agent_config_at(
+    sc: &Scenario,
+    host: &str,
+    line_rate: Rate,
+    k: Scaling,
+    start: Duration,
+) -> anyhow::Result<String> {
+    let mut evs: Vec<_> = sc
+        .topo
+        .event
+        .iter()
+        .filter(|e| e.at <= start)
+        .filter_map(|e| match e.kind() {
+            Ok(EventKind::Host { host: h, set }) if h == host => Some((e.at, set)),
+            _ => None,
+        })
+        .collect();
+    evs.sort_by_key(|e| e.0);
+    let mut now = sc.clone();
+    for (_, set) in evs {
+        now = with_host_set(&now, host, set);
+    }
+    agent_config(&now, host, line_rate, k)
+}
+
+/// The scaled command words of a switch event: the keys of `set` as the switch's
+/// configuration file would carry them had the scenario's `[cp]` table held them.
+fn switch_words(
+    sc: &Scenario,
+    shape: &Shape,
+    sw: &str,
+    set: &toml::Table,
+    k: Scaling,
+) -> anyhow::Result<Vec<String>> {
+    let mut sc2 = sc.clone();
+    if let Some(s) = sc2.topo.switch.get_mut(sw) {
+        let mut bridge = s.bridge.clone().unwrap_or_default();
+        let cp = bridge
+            .entry("cp")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(t) = cp.as_table_mut() {
+            t.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        s.bridge = Some(bridge);
+    }
+    let dummy = Path::new("-");
+    let text = switch_config(&sc2, shape, sw, k, dummy, dummy, 0)?;
+    let file: toml::Table = toml::from_str(&text)?;
+    let cp = file
+        .get("bridge")
+        .and_then(|b| b.get("cp"))
+        .and_then(|c| c.as_table())
+        .cloned()
+        .unwrap_or_default();
+    Ok(set
+        .iter()
+        .map(|(key, v)| format!("{key}={}", word(cp.get(key).unwrap_or(v))))
+        .collect())
+}
+
+/// The scaled command words of a host event (see [`switch_words`]).
+fn host_words(
+    sc: &Scenario,
+    shape: &Shape,
+    host: &str,
+    set: &toml::Table,
+    k: Scaling,
+) -> anyhow::Result<Vec<String>> {
+    let sc2 = with_host_set(sc, host, set);
+    let text = agent_config(&sc2, host, uplink_rate(sc, shape, host), k)?;
+    let file: toml::Table = toml::from_str(&text)?;
+    let rp = file
+        .get("rp")
+        .and_then(|r| r.as_table())
+        .cloned()
+        .unwrap_or_default();
+    Ok(set
+        .iter()
+        .map(|(key, v)| {
+            let bare = key.strip_prefix("rp.").unwrap_or(key);
+            let scaled = if bare == rp_agent::config::RP_MODE_KEY {
+                file.get(bare)
+            } else {
+                rp.get(bare)
+            };
+            format!("{bare}={}", word(scaled.unwrap_or(v)))
+        })
+        .collect())
+}
+
+impl ParamEvents {
+    /// The scenario's switch and host events with their scaled commands, in time order.
+    pub fn new(sc: &Scenario, shape: &Shape, k: Scaling) -> anyhow::Result<ParamEvents> {
+        let mut events = Vec::new();
+        for (i, ev) in sc.topo.event.iter().enumerate() {
+            let (target, words) = match ev.kind() {
+                Ok(EventKind::Switch { switch, set }) => (
+                    Target::Switch(switch.to_string()),
+                    switch_words(sc, shape, switch, set, k)?,
+                ),
+                Ok(EventKind::Host { host, set }) => {
+                    let flows = sc
+                        .topo
+                        .flow
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| {
+                            f.src == host
+                                && f.start < ev.at
+                                && f.stop.map_or(ev.at < sc.topo.duration, |s| ev.at < s)
+                        })
+                        .map(|(j, _)| j)
+                        .collect();
+                    (
+                        Target::Host(host.to_string(), flows),
+                        host_words(sc, shape, host, set, k)?,
+                    )
+                }
+                Ok(EventKind::Link { .. }) => continue,
+                Err((f, m)) => anyhow::bail!("{}: event[{i}].{f}: {m}", sc.file),
+            };
+            events.push(ParamEvent {
+                at_s: k.at(ev.at),
+                at: ev.at,
+                target,
+                words,
+            });
+        }
+        events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        Ok(ParamEvents { events, next: 0 })
+    }
+
+    /// The events, in time order.
+    pub fn events(&self) -> &[ParamEvent] {
+        &self.events
+    }
+
+    /// Sends every event due at `now_s` (seconds since the schedule started): switch
+    /// commands to the socket `switch_ctl(name)` gives, host commands to each active
+    /// generator's socket `gen_ctl(flow)`. Failures are pushed to `warnings`.
+    pub fn fire(
+        &mut self,
+        now_s: f64,
+        switch_ctl: &dyn Fn(&str) -> Option<PathBuf>,
+        gen_ctl: &dyn Fn(usize) -> PathBuf,
+        warnings: &mut Vec<String>,
+    ) {
+        while let Some(ev) = self.events.get(self.next).filter(|e| e.at_s <= now_s) {
+            let cmd = ev.command();
+            let socks: Vec<(String, PathBuf)> = match &ev.target {
+                Target::Switch(sw) => match switch_ctl(sw) {
+                    Some(p) => vec![(sw.clone(), p)],
+                    None => {
+                        warnings.push(format!("event at {}: no switch {sw}", ev.at));
+                        Vec::new()
+                    }
+                },
+                Target::Host(h, flows) => {
+                    if flows.is_empty() {
+                        warnings.push(format!(
+                            "event at {} on {h}: no flow of {h} is active then (later \
+                             generators start with the change)",
+                            ev.at
+                        ));
+                    }
+                    flows
+                        .iter()
+                        .map(|&f| (format!("{h} flow {f}"), gen_ctl(f)))
+                        .collect()
+                }
+            };
+            for (who, sock) in socks {
+                if let Err(e) = ask_retrying(&sock, &cmd) {
+                    warnings.push(format!("event at {} on {who} ({cmd}): {e}", ev.at));
+                }
+            }
+            self.next += 1;
+        }
+    }
+}
+
+/// [`ctl`], retried for up to 0.5 s while the socket is not there yet (a generator started a
+/// moment ago). A refusal (an error answer) is not retried.
+fn ask_retrying(sock: &Path, cmd: &str) -> anyhow::Result<serde_json::Value> {
+    let deadline = std::time::Instant::now() + StdDuration::from_millis(500);
+    loop {
+        if sock.exists() || std::time::Instant::now() >= deadline {
+            return ctl(sock, cmd);
+        }
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SC: &str = r#"
+        duration = "100ms"
+        [scenario]
+        scale = 100
+        [switch.sw0]
+        [host.h0]
+        [host.r0]
+        [[link]]
+        a = "h0"
+        b = "sw0"
+        rate = "10gbit"
+        [[link]]
+        a = "sw0"
+        b = "r0"
+        rate = "10gbit"
+        [[flow]]
+        src = "h0"
+        dst = "r0"
+        pattern = "greedy"
+        start = "10ms"
+        [[event]]
+        at = "50ms"
+        switch = "sw0"
+        set = { cp_queue_set_point = "20KB", er_interval = "30us", cnpv = [3, 5] }
+        [[event]]
+        at = "60ms"
+        host = "h0"
+        set = { rp_mode = "adaptive-bc", rpg_ai_rate = "10mbit", rpg_time_reset = "1ms" }
+        [[event]]
+        at = "5ms"
+        host = "h0"
+        set = { rpg_gd = 6 }
+    "#;
+
+    fn scenario() -> Scenario {
+        crate::scenario::parse(SC, "sc.toml", "sc", &[]).unwrap()
+    }
+
+    #[test]
+    fn commands_carry_scaled_values() {
+        let sc = scenario();
+        let shape = Shape::of(&sc.topo);
+        let k = Scaling::netns(&sc);
+        let ev = ParamEvents::new(&sc, &shape, k).unwrap();
+        let e = ev.events();
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            e[0].target,
+            Target::Host("h0".into(), vec![]),
+            "before the flow"
+        );
+        assert_eq!(e[1].target, Target::Switch("sw0".into()));
+        assert!((e[1].at_s - 5.0).abs() < 1e-9, "{}", e[1].at_s);
+        assert_eq!(
+            e[1].command(),
+            "set cp cnpv=[3,5] cp_queue_set_point=20KB er_interval=3ms"
+        );
+        assert_eq!(e[2].target, Target::Host("h0".into(), vec![0]));
+        assert_eq!(
+            e[2].command(),
+            "set rp rp_mode=adaptive-bc rpg_ai_rate=100kbit rpg_time_reset=100ms"
+        );
+    }
+
+    #[test]
+    fn generators_start_with_the_earlier_host_events() {
+        let sc = scenario();
+        let k = Scaling::netns(&sc);
+        let r = Rate::from_gbps(10);
+        let at = |ms| {
+            let text = agent_config_at(&sc, "h0", r, k, Duration::from_millis(ms)).unwrap();
+            text.parse::<toml::Table>().unwrap()
+        };
+        let early = at(1);
+        assert!(early["rp"].get("rpg_gd").is_none());
+        let t = at(10);
+        assert_eq!(t["rp"]["rpg_gd"].as_integer(), Some(6));
+        assert!(t.get("rp_mode").is_none());
+        let late = at(70);
+        assert_eq!(late["rp_mode"].as_str(), Some("adaptive-bc"));
+        assert_eq!(late["rp"]["rpg_ai_rate"].as_str(), Some("100kbit"));
+    }
+
+    #[test]
+    fn words_have_no_spaces() {
+        let v: toml::Table =
+            toml::from_str(r#"a = [{ mac = "02:00:00:00:00:01", weight = 2 }]"#).unwrap();
+        assert_eq!(word(&v["a"]), r#"[{mac="02:00:00:00:00:01",weight=2}]"#);
+        assert_eq!(word(&toml::Value::String("20KB".into())), "20KB");
+        assert_eq!(word(&toml::Value::Float(1.5)), "1.5");
+    }
+}

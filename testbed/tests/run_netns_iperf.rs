@@ -1,0 +1,292 @@
+//! `testbed run --mode netns` with the hosts' kernels in the loop (root only): iperf3 TCP and
+//! UDP flows through `rp-agent` TAPs and a QCN `cp-switch`, and the TCP incast with
+//! synchronized reads. Each run is a `testbed` child process that tears its lab down on exit
+//! or error; each test checks that nothing is left behind.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const RUN_ENV: &str = "TESTBED_RUN";
+
+/// One run at a time: each loads both CPUs.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// One TCP and one UDP flow into r0 behind a 50 Mb/s QCN port (500 Mb/s ÷ S = 10).
+const TCP_UDP: &str = r#"
+seed = 1
+duration = "60ms"
+
+[scenario]
+description = "iperf3 TCP + UDP through one QCN port"
+bottleneck = "sw0-r0"
+scale = 10
+
+[scenario.netns]
+duration = "6s"
+
+[switch.sw0.bridge]
+buffers = { output = "150KB", on_output_full = "drop" }
+cp = { placement = "output", cnpv = [3], cp_queue_set_point = "26KB" }
+
+[host.h0.agent]
+priority = 3
+[host.h1.agent]
+priority = 3
+[host.r0.agent]
+priority = 3
+
+[[link]]
+a = "h0"
+b = "sw0"
+rate = "1gbit"
+delay = "5us"
+[[link]]
+a = "h1"
+b = "sw0"
+rate = "1gbit"
+delay = "5us"
+[[link]]
+a = "sw0"
+b = "r0"
+rate = "500mbit"
+delay = "5us"
+
+[[flow]]
+name = "tcp0"
+src = "h0"
+dst = "r0"
+pattern = "tcp"
+[[flow]]
+name = "udp0"
+src = "h1"
+dst = "r0"
+pattern = "udp:200mbit"
+"#;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn out_dir(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("run-netns-iperf-{}-{tag}", std::process::id()))
+}
+
+/// Removes the results directory on drop (also when the test fails).
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn testbed() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_testbed"));
+    c.arg("run").arg("--bin-dir").arg(testbed::bins::dir());
+    c
+}
+
+fn prefix_of(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("lab-prefix.txt"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Pids of processes carrying `TESTBED_RUN=<prefix>`.
+fn processes_of(prefix: &str) -> Vec<u32> {
+    let want = format!("{RUN_ENV}={prefix}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn assert_clean(prefix: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let n: Vec<String> = testbed::netns::list_namespaces()
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("{prefix}-")))
+            .collect();
+        let p = processes_of(prefix);
+        if n.is_empty() && p.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "left behind: namespaces {n:?}, processes {p:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn iperf3_missing(test: &str) -> bool {
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("{test}: skipped: iperf3 is not installed");
+        return true;
+    }
+    false
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn flow<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no flow {name} in {s}"))
+}
+
+#[test]
+fn netns_iperf_tcp_and_udp_flows_through_qcn() {
+    let test = "netns_iperf_tcp_and_udp_flows_through_qcn";
+    if !testbed::netns::can_run_network_tests(test) || iperf3_missing(test) {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("tcpudp");
+    let _cleanup = Cleanup(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tcp-udp.toml");
+    std::fs::write(&file, TCP_UDP).unwrap();
+    let out = testbed()
+        .arg(&file)
+        .args(["--quiet", "--no-plots", "--out"])
+        .arg(dir.join("res"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let res = dir.join("res");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_clean(&prefix_of(&res));
+    let s = summary(&res);
+    assert_eq!(s["mode"], "netns");
+    let tcp = flow(&s, "tcp0");
+    let udp = flow(&s, "udp0");
+    let (t, u) = (
+        tcp["mean_bps"].as_f64().unwrap(),
+        udp["mean_bps"].as_f64().unwrap(),
+    );
+    eprintln!(
+        "{test}: goodput tcp0 {:.1} Mb/s, udp0 {:.1} Mb/s; CNMs at tcp0's agent {}",
+        t / 1e6,
+        u / 1e6,
+        tcp["cnm_rx"]
+    );
+    // A 50 Mb/s bottleneck: both flows move, together they never exceed it; the UDP flow asks
+    // for 20 Mb/s of frames (19.4 Mb/s of payload).
+    assert!(t > 2e6, "tcp0 goodput {t}");
+    assert!((2e6..=21e6).contains(&u), "udp0 goodput {u}");
+    assert!(t + u <= 52e6, "sum {} above the bottleneck", t + u);
+    assert!(
+        tcp["cnm_rx"].as_u64().unwrap() > 0,
+        "no CNM reached the TCP source's agent: {tcp}"
+    );
+    let agent: Value =
+        serde_json::from_str(&std::fs::read_to_string(res.join("stats-agent-h0.json")).unwrap())
+            .unwrap();
+    assert!(agent["cnm_rx"].as_u64().unwrap() > 0, "{agent}");
+    assert!(res.join("iperf-tcp0.json").exists());
+    assert!(res.join("report.md").exists());
+}
+
+#[test]
+fn netns_incast_rounds_complete() {
+    let test = "netns_incast_rounds_complete";
+    if !testbed::netns::can_run_network_tests(test) {
+        return;
+    }
+    let _serial = serial();
+    let dir = out_dir("incast");
+    let _cleanup = Cleanup(dir.clone());
+    let out = testbed()
+        .args([
+            "incast",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.netns.duration=5s",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_clean(&prefix_of(&dir));
+    let r = testbed::run::incast::parse_client_output(
+        &std::fs::read_to_string(dir.join("incast-0.jsonl")).unwrap(),
+    );
+    eprintln!(
+        "{test}: {} rounds, goodput {:.1} Mb/s, per server {:?}",
+        r.rounds.len(),
+        r.goodput_bps() / 1e6,
+        r.per_server
+    );
+    assert!(r.rounds.len() >= 2, "{r:?}");
+    assert!(r.goodput_bps() > 0.0);
+    assert_eq!(r.error, None);
+    let s = summary(&dir);
+    let inc = flow(&s, "incast");
+    assert!(inc["mean_bps"].as_f64().unwrap() > 0.0, "{inc}");
+}
+
+/// The same file in the simulator (no root needed): the bulk TCP sender and the UDP flow as a
+/// CBR generator share the 500 Mb/s port.
+#[test]
+fn sim_runs_the_tcp_and_udp_scenario_too() {
+    let dir = out_dir("sim");
+    let _cleanup = Cleanup(dir.clone());
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tcp-udp.toml");
+    std::fs::write(&file, TCP_UDP).unwrap();
+    let out = testbed()
+        .arg(&file)
+        .args(["--mode", "sim", "--quiet", "--no-plots", "--out"])
+        .arg(dir.join("res"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&dir.join("res"));
+    let t = flow(&s, "tcp0")["mean_bps"].as_f64().unwrap();
+    let u = flow(&s, "udp0")["mean_bps"].as_f64().unwrap();
+    // UDP gets its 200 Mb/s, TCP most of the remaining 300 Mb/s (payload of 1500-octet frames).
+    assert!((190e6..=210e6).contains(&u), "udp0 {u}");
+    assert!((200e6..=300e6).contains(&t), "tcp0 {t}");
+}
