@@ -30,22 +30,23 @@ if [[ -z "${SUMMARY_ONLY:-}" ]]; then
     fi
 fi
 
-# claim | scenario | variant (results label) | --variant | extra --set
+# claim | scenario | variant (results label) | --variant | more options
 RUNS=(
     "1a|repro-qcnbs-chain|qcn|qcn|"
     "1b|repro-qcnbs-chain|adaptive-bc+qcn-bs|adaptive-bc+qcn-bs|"
     "1c|repro-qcnbs-chain|qcn-bs|qcn-bs|"
     "2a|repro-fqcn-dumbbell4|fqcn|fqcn|"
-    "2a,5|repro-fqcn-dumbbell4|qcn|qcn|switch.sw0.bridge.cp.mode=qcn"
+    # The file's CP mode is fqcn: `--variant qcn` would leave it so.
+    "2a,5|repro-fqcn-dumbbell4|qcn||--cp-mode qcn"
     "2b|repro-fqcn-weighted|fqcn|fqcn|"
-    # The culprit selection is not a --variant: set it on the input CP of sw0. No --variant
-    # for the two-station file: `input` would also put a CP on its CP-less edge switch e0.
-    "3a|repro-inputcp-victim-2src|occupancy-deterministic||switch.sw0.bridge.cp.culprit=occupancy-deterministic"
-    "3a|repro-inputcp-victim-2src|occupancy-random||switch.sw0.bridge.cp.culprit=occupancy-random"
-    "3a|repro-inputcp-victim-2src|arrival||switch.sw0.bridge.cp.culprit=arrival"
-    "3b|repro-inputcp-victim|occupancy-deterministic|input|switch.sw0.bridge.cp.culprit=occupancy-deterministic"
-    "3b|repro-inputcp-victim|occupancy-random|input|switch.sw0.bridge.cp.culprit=occupancy-random"
-    "3b|repro-inputcp-victim|arrival|input|switch.sw0.bridge.cp.culprit=arrival"
+    # The two-station file: neither `--variant input` nor `--culprit` (both act on every switch,
+    # and its edge switch e0 has no CP): set the culprit of sw0 alone.
+    "3a|repro-inputcp-victim-2src|occupancy-deterministic||--set switch.sw0.bridge.cp.culprit=occupancy-deterministic"
+    "3a|repro-inputcp-victim-2src|occupancy-random||--set switch.sw0.bridge.cp.culprit=occupancy-random"
+    "3a|repro-inputcp-victim-2src|arrival||--set switch.sw0.bridge.cp.culprit=arrival"
+    "3b|repro-inputcp-victim|occupancy-deterministic|input|--culprit occupancy-deterministic"
+    "3b|repro-inputcp-victim|occupancy-random|input|--culprit occupancy-random"
+    "3b|repro-inputcp-victim|arrival|input|--culprit arrival"
     "4|repro-er-parking-lot|explicit-rate|explicit-rate|"
 )
 
@@ -70,7 +71,7 @@ dir_of() {
 
 # Runs one (scenario, variant, seed) into its directory.
 run_one() {
-    local claims=$1 sc=$2 label=$3 variant=$4 set=$5 seed=$6 dir
+    local claims=$1 sc=$2 label=$3 variant=$4 more=$5 seed=$6 dir
     dir=$(dir_of "$sc-$label" "$seed")
     rm -rf "$dir"
     mkdir -p "$dir"
@@ -79,7 +80,8 @@ run_one() {
     local nice=()
     [[ -n ${NICE:-} ]] && nice=(nice -n "$NICE")
     [[ -n $variant ]] && args+=(--variant "$variant")
-    [[ -n $set ]] && args+=(--set "$set")
+    # shellcheck disable=SC2206 # the options are words without spaces or globs
+    [[ -n $more ]] && args+=($more)
     [[ $seed != file ]] && args+=(--seed "$seed")
     echo "== claim $claims: $sc ($label, seed $seed), load $(cut -d' ' -f1-3 "$dir/loadavg.txt")" >&2
     if ! "${nice[@]}" "$TESTBED" "${args[@]}" >"$dir/run.log" 2>&1; then
@@ -90,10 +92,10 @@ run_one() {
 mkdir -p "$OUT"
 if [[ -z "${SUMMARY_ONLY:-}" ]]; then
     for r in "${RUNS[@]}"; do
-        IFS='|' read -r claims sc label variant set <<<"$r"
+        IFS='|' read -r claims sc label variant more <<<"$r"
         wanted "$claims" || continue
         for seed in "${SEED_LIST[@]}"; do
-            run_one "$claims" "$sc" "$label" "$variant" "$set" "$seed"
+            run_one "$claims" "$sc" "$label" "$variant" "$more" "$seed"
         done
     done
 fi
