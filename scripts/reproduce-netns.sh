@@ -3,7 +3,7 @@
 # namespaces (testbed run ... --mode netns, at the S of each scenario's [scenario] table), one
 # run at a time, then prints one line per run with the claim's metric read from summary.json.
 #
-#   sudo scripts/reproduce-netns.sh                 # every run (13 runs, about 6 minutes)
+#   sudo scripts/reproduce-netns.sh                 # every run (16 runs, about 8 minutes)
 #   sudo scripts/reproduce-netns.sh 2a 4            # only the runs of these claims
 #   OUT=results/x scripts/reproduce-netns.sh        # another results root
 #   SUMMARY_ONLY=1 scripts/reproduce-netns.sh       # re-print the table of earlier runs
@@ -48,6 +48,9 @@ RUNS=(
     "3b|repro-inputcp-victim|occupancy-random|input|--culprit occupancy-random"
     "3b|repro-inputcp-victim|arrival|input|--culprit arrival"
     "4|repro-er-parking-lot|explicit-rate|explicit-rate|"
+    "10|repro-inputcp-fanin|input|input|"
+    "10|repro-inputcp-fanin|output|output|"
+    "11|repro-er-asymmetric|explicit-rate|explicit-rate|"
 )
 
 wanted() {
@@ -127,9 +130,11 @@ report_one() {
         elif $sc == "repro-fqcn-weighted" then
             ([.flows[].mean_bps] | add) as $sum
             | "share of carried (weights 0.4/0.3/0.2/0.1): \([.flows[] | (.mean_bps / $sum) | r2] | join(", ")); rate/unweighted share: \(ratios)"
-        elif ($sc | startswith("repro-inputcp")) then
+        elif ($sc | startswith("repro-inputcp-victim")) then
             "f6 \(.flows[] | select(.name == "f6") | .mean_bps | mbps) Mb/s (68.9 offered); rates Mb/s: \(flows)"
-        elif $sc == "repro-er-parking-lot" then
+        elif $sc == "repro-inputcp-fanin" then
+            "jain (5-flow window) \(.jain_rates | r2); max/min \(([.flows[].mean_bps] | max) / ([.flows[].mean_bps] | min) | r2); rates Mb/s: \(flows)"
+        elif ($sc | startswith("repro-er-")) then
             "rate/share: \(ratios); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB"
         else flows end' "$dir/summary.json")
     faithful=$(jq -r '.faithful' "$dir/summary.json")

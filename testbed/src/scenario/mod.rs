@@ -92,6 +92,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "repro-er-parking-lot",
         include_str!("../../scenarios/repro/er_parking_lot.toml"),
     ),
+    (
+        "repro-er-asymmetric",
+        include_str!("../../scenarios/repro/er_asymmetric.toml"),
+    ),
+    (
+        "repro-inputcp-fanin",
+        include_str!("../../scenarios/repro/inputcp_fanin.toml"),
+    ),
 ];
 
 /// A scenario that cannot be used.
