@@ -220,8 +220,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::List => {
-            for (name, desc) in scenario::list() {
-                println!("{name:<14} {desc}");
+            let list = scenario::list();
+            let w = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+            for (name, desc) in list {
+                println!("{name:<w$}  {desc}");
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -509,9 +509,17 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
             bail!("interrupted");
         }
     }
+    // Frames longer than the default MTU allows (1514 octets untagged, e.g. the input-CP
+    // paper's 1518-octet frames) need a larger MTU on every link, or the kernel refuses to
+    // send or forward them; the MTU is the frame length itself, which leaves room for the
+    // header, a VLAN tag and a CN-TAG.
+    let mtu = sc.topo.flow.iter().map(|f| f.frame_len).max().unwrap_or(0);
     for l in &shape.links {
         let v = lab.veth((&ns[&l.a.node], &l.a.port), (&ns[&l.b.node], &l.b.port))?;
         v.offloads_off()?;
+        if mtu > 1500 {
+            v.mtu(u32::try_from(mtu).unwrap_or(u32::MAX))?;
+        }
     }
     for h in &shape.hosts {
         if let Some(m) = macs.get(h) {

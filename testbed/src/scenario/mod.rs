@@ -66,6 +66,40 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "fan-in-victim",
         include_str!("../../scenarios/fan-in-victim.toml"),
     ),
+    // The reproduction scenarios of docs/REPRODUCTION.md (the papers' parameters; netns mode
+    // runs them at the S of their `[scenario]` table).
+    (
+        "repro-fqcn-dumbbell4",
+        include_str!("../../scenarios/repro/fqcn_dumbbell4.toml"),
+    ),
+    (
+        "repro-fqcn-weighted",
+        include_str!("../../scenarios/repro/fqcn_weighted.toml"),
+    ),
+    (
+        "repro-qcnbs-chain",
+        include_str!("../../scenarios/repro/qcnbs_chain.toml"),
+    ),
+    (
+        "repro-inputcp-victim",
+        include_str!("../../scenarios/repro/inputcp_victim.toml"),
+    ),
+    (
+        "repro-inputcp-victim-2src",
+        include_str!("../../scenarios/repro/inputcp_victim_2src.toml"),
+    ),
+    (
+        "repro-er-parking-lot",
+        include_str!("../../scenarios/repro/er_parking_lot.toml"),
+    ),
+    (
+        "repro-er-asymmetric",
+        include_str!("../../scenarios/repro/er_asymmetric.toml"),
+    ),
+    (
+        "repro-inputcp-fanin",
+        include_str!("../../scenarios/repro/inputcp_fanin.toml"),
+    ),
 ];
 
 /// A scenario that cannot be used.

@@ -129,6 +129,10 @@ pub struct Topology {
     /// TCP-like incast experiments.
     #[serde(default)]
     pub incast: Vec<IncastSpec>,
+    /// `[scenario]`: how `testbed run` runs and judges the file (see [`crate::scenario`]);
+    /// the simulator itself ignores it, so one file serves `testbed sim` and `testbed run`.
+    #[serde(default, rename = "scenario")]
+    pub scenario_table: Option<toml::Table>,
     /// Where the file was read from (relative output paths are relative to the working
     /// directory, not to it).
     #[serde(skip)]
