@@ -803,7 +803,7 @@ mod tests {
             let mut burst = serve(&mut tcp, now, c, sv, 20 * mss);
             assert_eq!(burst, 2, "initial window");
             while acked < 20 * mss {
-                now = now + Duration::from_micros(100);
+                now += Duration::from_micros(100);
                 // One ACK per segment of the last burst (slow start: +1 segment each).
                 for _ in 0..burst {
                     let mut ack = Vec::new();
@@ -825,7 +825,7 @@ mod tests {
             assert_eq!(soon as u64, cwnd / mss);
             let upto = 20 * mss + soon as u64 * mss;
             // Acknowledge it all, then wait for more than an RTO (200 ms).
-            now = now + Duration::from_millis(151);
+            now += Duration::from_millis(151);
             let mut ack = Vec::new();
             segment(&mut ack, sv, c, 0, ACK, 0, upto, 0);
             assert!(tcp.receive(now, &ack));
