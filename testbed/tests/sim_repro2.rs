@@ -573,8 +573,18 @@ fn claim8_weighted_fqcn_with_a_capped_flow() {
 // Claim 9: TCP incast (FQCN paper).
 // ---------------------------------------------------------------------------------------------
 
-/// Goodput (bit/s), rounds, timeouts and drops of the incast with the first `n` servers.
-fn incast(n: usize, mode: &str) -> (f64, u64, u64, u64) {
+/// One incast run: goodput over every round and over the second half of the rounds (after
+/// the warm-up), rounds done, retransmission timeouts, switch drops.
+struct IncastRun {
+    goodput: f64,
+    steady: f64,
+    rounds: u64,
+    timeouts: u64,
+    drops: u64,
+}
+
+/// The incast of `fqcn_incast.toml` with the first `n` servers, the CPs in `mode`.
+fn incast(n: usize, mode: &str) -> IncastRun {
     let mut t = scenario("fqcn_incast.toml");
     if mode == "off" {
         set_cp(&mut t, "placement", s("off"));
@@ -587,33 +597,51 @@ fn incast(n: usize, mode: &str) -> (f64, u64, u64, u64) {
     let servers = inc["servers"].as_array_mut().unwrap();
     servers.truncate(n);
     let rounds = inc["rounds"].as_integer().unwrap() as u64;
+    let sru = inc["sru"]
+        .as_str()
+        .unwrap()
+        .parse::<cnm_proto::Bytes>()
+        .unwrap()
+        .get();
     let topo = topology(&t, "fqcn_incast");
     let duration = topo.duration;
     let (mut sim, built) = topo.build().unwrap();
     let client = sim.node_id("c0").unwrap();
+    let tcp = |sim: &testbed::sim::Sim| {
+        sim.node::<HostNode>(client)
+            .unwrap()
+            .tcp()
+            .unwrap()
+            .client_goodput(sim.now())
+            .unwrap()
+    };
     // Stop as soon as the client has every round (the rest of the run is idle).
     let mut ms = 0;
     loop {
         ms += 10;
         sim.run_until(Instant::ZERO + Duration::from_millis(ms));
-        let (done, _) = sim
-            .node::<HostNode>(client)
-            .unwrap()
-            .tcp()
-            .unwrap()
-            .client_goodput(sim.now())
-            .unwrap();
+        let (done, _) = tcp(&sim);
         if done >= rounds || Duration::from_millis(ms) >= duration {
             break;
         }
     }
-    let (done, goodput) = sim
+    let (done, goodput) = tcp(&sim);
+    // Round durations (each from the previous round's end): the second half's goodput.
+    let summary = sim
         .node::<HostNode>(client)
         .unwrap()
         .tcp()
         .unwrap()
-        .client_goodput(sim.now())
-        .unwrap();
+        .summary(sim.now());
+    let round_ns: Vec<u64> = summary["clients"][0]["round_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let tail = &round_ns[round_ns.len() / 2..];
+    let tail_s = tail.iter().sum::<u64>() as f64 / 1e9;
+    let steady = (tail.len() as u64 * n as u64 * sru * 8) as f64 / tail_s.max(1e-9);
     let timeouts = built
         .hosts
         .iter()
@@ -628,39 +656,84 @@ fn incast(n: usize, mode: &str) -> (f64, u64, u64, u64) {
         .iter()
         .map(|p| p.drops)
         .sum();
-    (goodput, done, timeouts, drops)
+    IncastRun {
+        goodput,
+        steady,
+        rounds: done,
+        timeouts,
+        drops,
+    }
 }
 
-/// Goodput against the number of servers: without congestion control it collapses at 16
-/// servers; QCN and FQCN keep it up. The paper's values (QCN ~500 Mb/s, FQCN ~900 Mb/s at 16
-/// servers) are printed; asserted: no CC below 50 % of the link at 16 servers, QCN and FQCN
-/// both above no CC there.
+/// Goodput against the number of servers (40 rounds): without congestion control it collapses
+/// at 16 servers; QCN and FQCN keep it up, FQCN near the link rate once the warm-up rounds
+/// are over. The paper's values (QCN ~500 Mb/s, FQCN ~900 Mb/s at 16 servers) are printed
+/// beside ours; asserted with margins (seed 1): at 16 servers no CC below 30 % of its one-server
+/// goodput, QCN and FQCN at least twice no CC over all rounds, FQCN above QCN, FQCN above
+/// 750 Mb/s and QCN above 400 Mb/s over the last 20 rounds.
 #[test]
 fn claim9_tcp_incast_goodput() {
     let ns = [1usize, 2, 4, 8, 16];
+    let mut at1 = Vec::new();
     let mut at16 = Vec::new();
     for mode in ["off", "qcn", "fqcn"] {
         let mut line = Vec::new();
         for &n in &ns {
-            let (g, done, to, drops) = incast(n, mode);
+            let r = incast(n, mode);
             println!(
-                "claim 9 {mode} {n} servers: goodput {:.1} Mb/s, {done} rounds, {to} timeouts, \
-                 {drops} drops",
-                g / 1e6
+                "claim 9 {mode} {n} servers: goodput {:.1} Mb/s (last half of the rounds {:.1}), \
+                 {} rounds, {} timeouts, {} drops",
+                r.goodput / 1e6,
+                r.steady / 1e6,
+                r.rounds,
+                r.timeouts,
+                r.drops
             );
-            line.push(format!("{n}: {:.0}", g / 1e6));
+            line.push(format!(
+                "{n}: {:.0} ({:.0})",
+                r.goodput / 1e6,
+                r.steady / 1e6
+            ));
+            assert_eq!(r.rounds, 40, "{mode} {n}: every round completes");
+            if n == 1 {
+                at1.push(r.goodput);
+            }
             if n == 16 {
-                at16.push(g);
+                at16.push(r);
             }
         }
         println!(
-            "claim 9 {mode}: goodput (Mb/s) by servers {}",
+            "claim 9 {mode}: goodput (Mb/s, all rounds (last half)) by servers {}",
             line.join(", ")
         );
     }
-    assert!(at16[0] < 0.5e9, "no CC does not collapse: {}", at16[0]);
-    assert!(at16[1] > at16[0], "QCN {} vs no CC {}", at16[1], at16[0]);
-    assert!(at16[2] > at16[0], "FQCN {} vs no CC {}", at16[2], at16[0]);
+    println!("claim 9 paper at 16 servers: QCN ~500 Mb/s, FQCN ~900 Mb/s, no CC collapses");
+    let (off, qcn, fqcn) = (&at16[0], &at16[1], &at16[2]);
+    assert!(
+        off.goodput < 0.3 * at1[0],
+        "no CC does not collapse: {}",
+        off.goodput
+    );
+    assert!(
+        qcn.goodput > 2.0 * off.goodput,
+        "QCN {} vs no CC {}",
+        qcn.goodput,
+        off.goodput
+    );
+    assert!(
+        fqcn.goodput > 2.0 * off.goodput,
+        "FQCN {} vs no CC {}",
+        fqcn.goodput,
+        off.goodput
+    );
+    assert!(
+        fqcn.goodput > qcn.goodput,
+        "FQCN {} vs QCN {}",
+        fqcn.goodput,
+        qcn.goodput
+    );
+    assert!(fqcn.steady > 750e6, "FQCN after warm-up {}", fqcn.steady);
+    assert!(qcn.steady > 400e6, "QCN after warm-up {}", qcn.steady);
 }
 
 // ---------------------------------------------------------------------------------------------

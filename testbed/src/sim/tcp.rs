@@ -15,7 +15,12 @@
 //!   retransmission until the recovery point (RFC 5681 §3.2, RFC 6582);
 //! * retransmission timeout `max(RTOmin, SRTT + 4·RTTVAR)` (RFC 6298 §2, Karn's rule: only
 //!   never-retransmitted segments are timed), doubled on expiry, window back to one segment,
-//!   go-back-N from the first unacknowledged byte.
+//!   go-back-N from the first unacknowledged byte;
+//! * restart after idle: a sender with nothing outstanding that has neither sent nor heard an
+//!   ACK for more than one RTO starts its next burst from the initial window (RFC 5681 §4.1;
+//!   the default of ns-2's TCP, `slow_start_restart_`, and of Linux). In the incast the servers
+//!   that finished a round wait for a straggler's 200 ms timeout, so without it they would open
+//!   the next round with the whole window they had grown.
 //!
 //! Not modelled: connection set-up and tear-down, receive window (the client buffers
 //! everything), SACK, Nagle, delayed ACKs, checksums — none of which the incast collapse
@@ -95,6 +100,15 @@ pub struct IncastSpec {
     /// First request. Default 0.
     #[serde(default)]
     pub start: Duration,
+    /// Cut the window back to the initial window when a sender has been idle for more than
+    /// one RTO (RFC 5681 §4.1; on in Linux, `tcp_slow_start_after_idle`, and in ns-2,
+    /// `slow_start_restart_`). Default true.
+    #[serde(default = "default_true")]
+    pub restart_after_idle: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_sru() -> Bytes {
@@ -167,6 +181,12 @@ struct Sender {
     /// Highest sequence ever sent (to tell retransmissions, Karn's rule).
     high: u64,
     cwnd: u64,
+    /// Initial window (octets), also the restart window after an idle period.
+    init_cwnd: u64,
+    /// Last time a segment was sent or an ACK arrived (RFC 5681 §4.1 idle detection).
+    last_activity: Instant,
+    /// Windows cut back to the initial window after an idle period.
+    idle_restarts: u64,
     ssthresh: u64,
     dupacks: u32,
     recover: Option<u64>,
@@ -183,6 +203,7 @@ struct Sender {
     sent: u64,
     /// Bulk transfer: sends without end from `.0` until `.1`.
     bulk: Option<(Instant, Instant)>,
+    restart_after_idle: bool,
 }
 
 #[derive(Debug)]
@@ -233,6 +254,9 @@ impl TcpHost {
             nxt: 0,
             high: 0,
             cwnd: mss * u64::from(inc.init_cwnd),
+            init_cwnd: mss * u64::from(inc.init_cwnd),
+            last_activity: Instant::ZERO,
+            idle_restarts: 0,
             ssthresh: u64::MAX,
             dupacks: 0,
             recover: None,
@@ -248,6 +272,7 @@ impl TcpHost {
             retransmitted: 0,
             sent: 0,
             bulk: None,
+            restart_after_idle: inc.restart_after_idle,
         });
     }
 
@@ -273,6 +298,9 @@ impl TcpHost {
             nxt: 0,
             high: 0,
             cwnd: mss * BULK_INIT_CWND,
+            init_cwnd: mss * BULK_INIT_CWND,
+            last_activity: Instant::ZERO,
+            idle_restarts: 0,
             ssthresh: u64::MAX,
             dupacks: 0,
             recover: None,
@@ -288,6 +316,8 @@ impl TcpHost {
             retransmitted: 0,
             sent: 0,
             bulk: Some((start, stop)),
+            // RFC 5681 §4.1, as for the incast servers.
+            restart_after_idle: true,
         });
     }
 
@@ -401,6 +431,9 @@ impl TcpHost {
                     s.retransmit = false;
                 }
             }
+            if s.restart_after_idle && s.una == s.high && s.nxt < s.limit {
+                s.restart_if_idle(now);
+            }
             while s.nxt < s.limit && s.nxt - s.una < s.cwnd {
                 let len = s.mss.min(s.limit - s.nxt);
                 segment(&mut self.buf, s.peer, s.mac, s.conn, DATA, s.nxt, 0, len);
@@ -420,6 +453,7 @@ impl TcpHost {
                         s.nxt += len;
                         s.high = s.high.max(s.nxt);
                         s.sent += len;
+                        s.last_activity = now;
                         s.deadline.get_or_insert(now + s.rto);
                     }
                 }
@@ -527,7 +561,7 @@ impl TcpHost {
                 json!({
                     "conn": s.conn, "sent": s.sent, "acked": s.una,
                     "retransmitted": s.retransmitted, "timeouts": s.timeouts,
-                    "fast_retransmits": s.fast_retransmits,
+                    "fast_retransmits": s.fast_retransmits, "idle_restarts": s.idle_restarts,
                 })
             })
             .collect();
@@ -623,7 +657,21 @@ impl Sender {
         self.nxt - self.una
     }
 
+    /// RFC 5681 §4.1: a sender that has sent nothing for more than one RTO starts again
+    /// from the restart window `min(IW, cwnd)` (ssthresh kept). Called when new data is
+    /// about to go out with nothing outstanding.
+    fn restart_if_idle(&mut self, now: Instant) {
+        if self.sent > 0 && now.saturating_since(self.last_activity) > self.rto {
+            if self.cwnd > self.init_cwnd {
+                self.cwnd = self.init_cwnd;
+                self.idle_restarts += 1;
+            }
+            self.last_activity = now;
+        }
+    }
+
     fn on_ack(&mut self, now: Instant, ack: u64, events: &mut Vec<Value>) {
+        self.last_activity = now;
         if ack > self.una && ack <= self.high {
             let acked = ack - self.una;
             self.una = ack;
@@ -807,6 +855,91 @@ mod tests {
         assert_eq!(b.len(), 60);
         assert_eq!(Segment::parse(&b).unwrap().ack, 5000);
         assert!(Segment::parse(&b[..40]).is_none());
+    }
+
+    /// Asks the server for `upto` octets in total at `now`; returns how many data segments
+    /// it sends at once.
+    fn serve(
+        tcp: &mut TcpHost,
+        now: Instant,
+        client: EthernetAddress,
+        server: EthernetAddress,
+        upto: u64,
+    ) -> usize {
+        let mut req = Vec::new();
+        segment(&mut req, server, client, 0, REQUEST, 0, upto, 0);
+        assert!(tcp.receive(now, &req));
+        let mut sent = Vec::new();
+        tcp.send(now, &mut |f| {
+            sent.push(Segment::parse(f).unwrap().seq);
+            Ok(())
+        });
+        sent.len()
+    }
+
+    #[test]
+    fn window_restarts_after_idle_longer_than_rto() {
+        let (c, sv) = (
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+        );
+        let spec = |restart: bool| IncastSpec {
+            client: "c".into(),
+            servers: vec!["s".into()],
+            sru: Bytes::new(100_000),
+            rounds: 2,
+            frame_len: 1000,
+            rto_min: Duration::from_millis(200),
+            init_cwnd: 2,
+            start: Duration::ZERO,
+            restart_after_idle: restart,
+        };
+        for restart in [true, false] {
+            let mut tcp = TcpHost::default();
+            tcp.add_server(&spec(restart), 0, sv, c);
+            let mss = (1000 - HEADER) as u64;
+            // Round 1: grow the window by acknowledging 20 segments one RTT apart.
+            let mut now = Instant::ZERO;
+            let mut acked = 0;
+            let mut burst = serve(&mut tcp, now, c, sv, 20 * mss);
+            assert_eq!(burst, 2, "initial window");
+            while acked < 20 * mss {
+                now += Duration::from_micros(100);
+                // One ACK per segment of the last burst (slow start: +1 segment each).
+                for _ in 0..burst {
+                    let mut ack = Vec::new();
+                    acked = (acked + mss).min(20 * mss);
+                    segment(&mut ack, sv, c, 0, ACK, 0, acked, 0);
+                    assert!(tcp.receive(now, &ack));
+                }
+                let mut n = 0;
+                tcp.send(now, &mut |_| {
+                    n += 1;
+                    Ok(())
+                });
+                burst = n;
+            }
+            let cwnd = tcp.senders[0].cwnd;
+            assert!(cwnd > 10 * mss, "window grew to {cwnd}");
+            // A request after less than an RTO of silence: the grown window is kept.
+            let soon = serve(&mut tcp, now + Duration::from_millis(150), c, sv, 100 * mss);
+            assert_eq!(soon as u64, cwnd / mss);
+            let upto = 20 * mss + soon as u64 * mss;
+            // Acknowledge it all, then wait for more than an RTO (200 ms).
+            now += Duration::from_millis(151);
+            let mut ack = Vec::new();
+            segment(&mut ack, sv, c, 0, ACK, 0, upto, 0);
+            assert!(tcp.receive(now, &ack));
+            let window = tcp.senders[0].cwnd / mss;
+            let late = serve(&mut tcp, now + Duration::from_millis(250), c, sv, 200 * mss);
+            if restart {
+                assert_eq!(late, 2, "restart window = initial window");
+                assert_eq!(tcp.senders[0].idle_restarts, 1);
+            } else {
+                assert_eq!(late as u64, window);
+                assert_eq!(tcp.senders[0].idle_restarts, 0);
+            }
+        }
     }
 
     #[test]
