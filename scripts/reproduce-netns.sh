@@ -39,11 +39,11 @@ RUNS=(
     # The file's CP mode is fqcn: `--variant qcn` would leave it so.
     "2a,5|repro-fqcn-dumbbell4|qcn||--cp-mode qcn"
     "2b|repro-fqcn-weighted|fqcn|fqcn|"
-    # The two-station file: neither `--variant input` nor `--culprit` (both act on every switch,
-    # and its edge switch e0 has no CP): set the culprit of sw0 alone.
-    "3a|repro-inputcp-victim-2src|occupancy-deterministic||--set switch.sw0.bridge.cp.culprit=occupancy-deterministic"
-    "3a|repro-inputcp-victim-2src|occupancy-random||--set switch.sw0.bridge.cp.culprit=occupancy-random"
-    "3a|repro-inputcp-victim-2src|arrival||--set switch.sw0.bridge.cp.culprit=arrival"
+    # The two-station file: no `--variant input` (its edge switch e0 has no CP and must keep
+    # none); `--culprit` acts on the CPs there are (sw0's).
+    "3a|repro-inputcp-victim-2src|occupancy-deterministic||--culprit occupancy-deterministic"
+    "3a|repro-inputcp-victim-2src|occupancy-random||--culprit occupancy-random"
+    "3a|repro-inputcp-victim-2src|arrival||--culprit arrival"
     "3b|repro-inputcp-victim|occupancy-deterministic|input|--culprit occupancy-deterministic"
     "3b|repro-inputcp-victim|occupancy-random|input|--culprit occupancy-random"
     "3b|repro-inputcp-victim|arrival|input|--culprit arrival"

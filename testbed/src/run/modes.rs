@@ -317,22 +317,9 @@ fn check_switches<'a>(
     let mut cps: BTreeMap<&str, CpView> = BTreeMap::new();
     for s in sc.topo.switch.keys() {
         let v = switch_cp(sc, s, flags)?;
-        if v.placement == Placement::Off {
-            let flag = if flags.cp_mode.is_some_and(|m| m != CpModeArg::Qcn) {
-                Some(cp_src(flags, s))
-            } else if flags.culprit.is_some_and(|c| c != CulpritArg::Arrival) {
-                Some(culprit_src(flags, s))
-            } else {
-                None
-            };
-            if let Some(flag) = flag {
-                anyhow::bail!(
-                    "{}: switch {s} has no congestion points (cp.placement = \"off\"), so {flag} \
-                     has nothing to act on; set cp.placement or drop the flag",
-                    sc.file,
-                );
-            }
-        } else if v.mode != CpMode::Qcn && v.culprit != Culprit::Arrival {
+        // The flags act on every congestion point; a switch without any is left alone (an edge
+        // switch), unless no switch has congestion points at all (below).
+        if v.placement != Placement::Off && v.mode != CpMode::Qcn && v.culprit != Culprit::Arrival {
             let why = if v.mode == CpMode::Fqcn {
                 "FQCN picks its culprits itself from the per-flow byte counts (eq. 7-8)"
             } else {
@@ -346,6 +333,22 @@ fn check_switches<'a>(
             );
         }
         cps.insert(s, v);
+    }
+    if !cps.is_empty() && cps.values().all(|v| v.placement == Placement::Off) {
+        let flag = if flags.cp_mode.is_some_and(|m| m != CpModeArg::Qcn) {
+            flags.cp_mode.map(|m| format!("--cp-mode {}", m.name()))
+        } else if flags.culprit.is_some_and(|c| c != CulpritArg::Arrival) {
+            flags.culprit.map(|c| format!("--culprit {}", c.name()))
+        } else {
+            None
+        };
+        if let Some(flag) = flag {
+            anyhow::bail!(
+                "{}: no switch has congestion points (cp.placement = \"off\" everywhere), so \
+                 {flag} has nothing to act on; set cp.placement or drop the flag",
+                sc.file,
+            );
+        }
     }
     Ok(cps)
 }
@@ -494,9 +497,14 @@ mod tests {
         let e = apply(&sc, &flags(Some(CpModeArg::Fqcn), None, None))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("no congestion points"), "{e}");
+        assert!(e.contains("no switch has congestion points"), "{e}");
         // An off switch does not care what the hosts do.
         apply(&sc, &flags(None, None, Some(RpModeArg::ExplicitRate))).unwrap();
+        // A CP-less edge switch beside one with CPs: the flags act on the CPs there are.
+        let two = crate::scenario::load("repro-inputcp-victim-2src", &[]).unwrap();
+        let v = apply(&two, &flags(None, Some(CulpritArg::OccupancyRandom), None)).unwrap();
+        let b = v.topo.switch["sw0"].bridge.clone().unwrap();
+        assert_eq!(b["cp"]["culprit"].as_str(), Some("occupancy-random"));
     }
 
     #[test]
