@@ -352,6 +352,20 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
         }
     }
     let macs = sc.topo.host_macs();
+    // FQCN weights (by source MAC) of the switches running FQCN: the fair shares are then the
+    // weighted max-min shares (QCN-REFERENCE §4.2).
+    let fqcn_weights: Vec<(cnm_proto::wire::EthernetAddress, u32)> = sc
+        .topo
+        .switch
+        .values()
+        .filter_map(|s| s.bridge.clone())
+        .filter_map(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
+        .filter(|c| {
+            c.cp.mode == cp_switch::CpMode::Fqcn && c.cp.placement != cp_switch::Placement::Off
+        })
+        .flat_map(|c| c.cp.fqcn_weights)
+        .filter_map(|w| Some((w.mac?, w.weight)))
+        .collect();
     for (i, f) in sc.topo.flow.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
         let path: Vec<String> = shape
@@ -366,6 +380,9 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
             .at_host(&f.src, Some(0));
         if let Some(m) = macs.get(&f.src) {
             fs = fs.source_mac(&m.to_string());
+            if let Some((_, w)) = fqcn_weights.iter().find(|(mac, _)| mac == m) {
+                fs = fs.weight(f64::from(*w));
+            }
         }
         if let Ok(kind) = f.kind() {
             use crate::sim::topo::FlowKind;
