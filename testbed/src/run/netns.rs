@@ -1365,19 +1365,26 @@ fn collect(
                     let bp = v["backpressure"].as_u64().unwrap_or(0);
                     let pressed = bp > bp_prev;
                     bp_prev = bp;
+                    // Any generator held back by its reaction point (the agent's queue full:
+                    // backpressure) sent what the loop allowed; that is the experiment
+                    // working, not a shortfall. Otherwise a patterned generator owes its
+                    // pattern's rate, capped by the limiter and the line.
+                    let cap = v["cr_bps"].as_f64().unwrap_or(line_rate).min(line_rate);
                     let want = match pattern {
-                        Some(Pattern::Greedy) | None if pressed => bps,
-                        Some(Pattern::Greedy) | None => {
-                            v["cr_bps"].as_f64().unwrap_or(line_rate).min(line_rate)
-                        }
+                        _ if pressed => bps,
+                        Some(Pattern::Greedy) | None => cap,
                         Some(Pattern::Cbr(r))
                         | Some(Pattern::OnOff { rate: r, .. })
-                        | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r),
+                        | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r).min(cap),
                     };
                     want_sum += want * secs;
                     secs_sum += secs;
-                    if matches!(pattern, Some(Pattern::Cbr(_))) && want > 0.0 {
-                        pacing.push(((bps - want) / want).abs());
+                    // Pacing of a CBR generator, measured where nothing else set its pace.
+                    if let Some(Pattern::Cbr(r)) = pattern {
+                        let r = k.rate(r);
+                        if !pressed && r > 0.0 && r <= cap {
+                            pacing.push(((bps - r) / r).abs());
+                        }
                     }
                 }
                 Some("summary") => {
