@@ -11,6 +11,7 @@ have ethtool || need_apt+=(ethtool)
 have iperf3 || need_apt+=(iperf3)
 have tshark || need_apt+=(tshark)
 have ping || need_apt+=(iputils-ping)
+have jq || need_apt+=(jq)
 # The testbed's plots render their text with DejaVu Sans.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 

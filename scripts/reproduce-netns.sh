@@ -3,7 +3,7 @@
 # namespaces (testbed run ... --mode netns, at the S of each scenario's [scenario] table), one
 # run at a time, then prints one line per run with the claim's metric read from summary.json.
 #
-#   sudo scripts/reproduce-netns.sh                 # every run (16 runs, about 8 minutes)
+#   sudo scripts/reproduce-netns.sh                 # every run (26 runs, about 15 minutes)
 #   sudo scripts/reproduce-netns.sh 2a 4            # only the runs of these claims
 #   OUT=results/x scripts/reproduce-netns.sh        # another results root
 #   SUMMARY_ONLY=1 scripts/reproduce-netns.sh       # re-print the table of earlier runs
@@ -51,6 +51,16 @@ RUNS=(
     "10|repro-inputcp-fanin|input|input|"
     "10|repro-inputcp-fanin|output|output|"
     "11|repro-er-asymmetric|explicit-rate|explicit-rate|"
+    "6|repro-fqcn-step|fqcn|fqcn|"
+    "6|repro-fqcn-step|qcn||--cp-mode qcn"
+    "7|repro-fqcn-mixed-onoff|fqcn|fqcn|"
+    "7|repro-fqcn-mixed-onoff|qcn||--cp-mode qcn"
+    "8|repro-fqcn-weighted-cap|fqcn|fqcn|"
+    "9|repro-fqcn-incast|fqcn|fqcn|"
+    "9|repro-fqcn-incast|qcn||--cp-mode qcn"
+    "9|repro-fqcn-incast|off|off|"
+    "12|repro-fqcn-parking-lot|fqcn|fqcn|"
+    "12|repro-fqcn-parking-lot|qcn||--cp-mode qcn"
 )
 
 wanted() {
@@ -134,6 +144,12 @@ report_one() {
             "f6 \(.flows[] | select(.name == "f6") | .mean_bps | mbps) Mb/s (68.9 offered); rates Mb/s: \(flows)"
         elif $sc == "repro-inputcp-fanin" then
             "jain (5-flow window) \(.jain_rates | r2); max/min \(([.flows[].mean_bps] | max) / ([.flows[].mean_bps] | min) | r2); rates Mb/s: \(flows)"
+        elif $sc == "repro-fqcn-step" then
+            "jain (after the step back up) \(.jain_rates | r2); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB; util \(bn.utilization | r2); convergence \(.convergence_s); rates Mb/s: \(flows)"
+        elif ($sc | IN("repro-fqcn-mixed-onoff", "repro-fqcn-weighted-cap", "repro-fqcn-parking-lot")) then
+            "rate/share: \(ratios); rates Mb/s: \(flows)"
+        elif $sc == "repro-fqcn-incast" then
+            "goodput Mb/s: \(flows); util \(bn.utilization | r2); drops \(bn.drops)"
         elif ($sc | startswith("repro-er-")) then
             "rate/share: \(ratios); queue mean \((bn.queue_mean_bytes // 0) / 1000 | r2) KB"
         else flows end' "$dir/summary.json")

@@ -100,6 +100,26 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "repro-inputcp-fanin",
         include_str!("../../scenarios/repro/inputcp_fanin.toml"),
     ),
+    (
+        "repro-fqcn-step",
+        include_str!("../../scenarios/repro/fqcn_step.toml"),
+    ),
+    (
+        "repro-fqcn-mixed-onoff",
+        include_str!("../../scenarios/repro/fqcn_mixed_onoff.toml"),
+    ),
+    (
+        "repro-fqcn-weighted-cap",
+        include_str!("../../scenarios/repro/fqcn_weighted_cap.toml"),
+    ),
+    (
+        "repro-fqcn-incast",
+        include_str!("../../scenarios/repro/fqcn_incast.toml"),
+    ),
+    (
+        "repro-fqcn-parking-lot",
+        include_str!("../../scenarios/repro/fqcn_parking_lot.toml"),
+    ),
 ];
 
 /// A scenario that cannot be used.
