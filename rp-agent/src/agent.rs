@@ -188,6 +188,19 @@ impl Agent {
         })
     }
 
+    /// The host's line rate changes at `now` (a link-rate event: the emulated uplink got
+    /// slower or faster). The line pacer takes the new rate for the next frame; reaction points
+    /// keep their current rate and are released when they climb back to the new line rate.
+    pub fn set_line_rate(&mut self, now: Instant, rate: Rate) -> Result<(), ConfigError> {
+        if rate.bps() == 0 {
+            return Err(ConfigError::new("line_rate", "must be positive"));
+        }
+        self.cfg.line_rate = rate;
+        self.line.set_rate(rate);
+        self.line.wake(now);
+        Ok(())
+    }
+
     /// [`Agent::set_rp_config`] with `KEY = VALUE` overrides of the settings in force
     /// (`rp_mode` and the `[rp]` names, [`AgentConfig::with_rp_overrides`]).
     pub fn apply_rp_overrides(
@@ -933,6 +946,35 @@ mod tests {
             }
         ));
         assert_eq!(a.stats().host_tx_frames, 1);
+    }
+
+    #[test]
+    fn the_line_rate_changes_at_run_time() {
+        // 100 frames of 1000 octets queued at once; the line paces them. At 100 Mb/s one
+        // frame takes 80 us (wire overhead aside), at 10 Mb/s 800 us.
+        let mut a = Agent::new(cfg(Rate::from_mbps(100)), Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1_000_000);
+        for _ in 0..100 {
+            a.handle_host(t, &frame(PEER, 1000)).unwrap();
+        }
+        let sent_in = |a: &mut Agent, from: Instant, ms: u64| {
+            let mut n = 0;
+            for us in (0..ms * 1000).step_by(10) {
+                n += send_all(a, from + Duration::from_micros(us)).len();
+            }
+            n
+        };
+        let fast = sent_in(&mut a, t, 4);
+        assert!(
+            (45..=55).contains(&fast),
+            "{fast} frames in 4 ms at 100 Mb/s"
+        );
+        let t2 = t + Duration::from_millis(4);
+        a.set_line_rate(t2, Rate::from_mbps(10)).unwrap();
+        assert_eq!(a.config().line_rate, Rate::from_mbps(10));
+        let slow = sent_in(&mut a, t2 + Duration::from_millis(1), 4);
+        assert!((4..=7).contains(&slow), "{slow} frames in 4 ms at 10 Mb/s");
+        assert!(a.set_line_rate(t2, Rate::from_bps(0)).is_err());
     }
 
     #[test]

@@ -296,7 +296,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError {
             field: field.into(),
             reason: reason.into(),

@@ -5,7 +5,7 @@
 //!          [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate] [--config FILE.toml]
 //! rp-agent gen --uplink IF --dst MAC [--flows N] [--pattern P] [--priority P] [--duration D] [--json]
 //! rp-agent sink --uplink IF [--duration D] [--json]
-//! rp-agent ctl --socket PATH <show flows | stats> [--json]
+//! rp-agent ctl --socket PATH <show flows | stats | set rate RATE | set rp KEY=VALUE...> [--json]
 //! ```
 #![forbid(unsafe_code)]
 

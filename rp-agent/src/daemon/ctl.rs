@@ -20,6 +20,8 @@ pub enum Command {
     ShowFlows,
     /// `stats`
     Stats,
+    /// `set rate RATE`: the host's line rate (a link-rate change on its uplink).
+    SetRate(cnm_proto::Rate),
     /// `set rp KEY=VALUE...` or `set rp KEY VALUE`
     SetRp {
         /// The settings to change, as typed (values read by
@@ -34,11 +36,17 @@ impl Command {
         match w {
             ["show", "flows"] => Ok(Command::ShowFlows),
             ["stats"] => Ok(Command::Stats),
+            ["set", "rate", r] => r
+                .parse::<cnm_proto::Rate>()
+                .ok()
+                .filter(|r| r.bps() > 0)
+                .map(Command::SetRate)
+                .ok_or_else(|| format!("set rate: {r:?} is not a positive rate (100mbit, 1gbit)")),
             ["set", "rp", rest @ ..] => Ok(Command::SetRp {
                 set: parse_pairs(rest).map_err(|e| format!("set rp: {e}"))?,
             }),
             _ => Err(format!(
-                "unknown command {:?}; expected: show flows | stats | set rp KEY=VALUE...",
+                "unknown command {:?}; expected: show flows | stats | set rate RATE | set rp KEY=VALUE...",
                 w.join(" ")
             )),
         }
@@ -114,6 +122,12 @@ mod tests {
             }
         );
         assert!(Command::parse(&["set", "rp"]).is_err());
+        assert_eq!(
+            Command::parse(&["set", "rate", "10mbit"]).unwrap(),
+            Command::SetRate(cnm_proto::Rate::from_mbps(10))
+        );
+        assert!(Command::parse(&["set", "rate", "0"]).is_err());
+        assert!(Command::parse(&["set", "rate", "fast"]).is_err());
         assert!(Command::parse(&["set", "rp", "x=1", "y"]).is_err());
     }
 

@@ -364,6 +364,10 @@ pub fn answer(
             Ok(v)
         }
         Command::SetRp { set } => set_rp(agent, now, &set),
+        Command::SetRate(rate) => {
+            agent.set_line_rate(now, rate).map_err(|e| e.to_string())?;
+            Ok(json!({ "line_rate": rate.to_string() }))
+        }
     }
 }
 

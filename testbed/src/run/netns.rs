@@ -364,6 +364,11 @@ enum Action {
         port: String,
         rate: Rate,
     },
+    /// A host's uplink rate: its agents' line rate (`rp-agent ctl set rate`).
+    SetHostRate {
+        host: String,
+        rate: Rate,
+    },
 }
 
 struct GenProc {
@@ -894,9 +899,12 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     },
                 ));
             } else {
-                run.warnings.push(format!(
-                    "event on {link} at {}: a host's line rate cannot change in netns mode",
-                    ev.at
+                actions.push((
+                    k.at(ev.at),
+                    Action::SetHostRate {
+                        host: e.node.clone(),
+                        rate: crate::scenario::scale_rate(rate, k.rate_div),
+                    },
                 ));
             }
         }
@@ -1068,6 +1076,36 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                             run.warnings
                                 .push(format!("rate change on {switch}/{port}: {e}"));
                         }
+                    }
+                }
+                Action::SetHostRate { host, rate } => {
+                    // Every agent sending from the host: its generators and its TAP agent.
+                    let mut socks: Vec<PathBuf> = sc
+                        .topo
+                        .flow
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| &f.src == host)
+                        .map(|(i, _)| gen_ctl(i))
+                        .collect();
+                    socks.push(sock_dir.0.join(format!("agent-{host}.ctl")));
+                    socks.sort();
+                    socks.dedup();
+                    let mut told = 0;
+                    for sock in socks.iter().filter(|p| p.exists()) {
+                        match ctl(sock, &format!("set rate {rate}")) {
+                            Ok(_) => told += 1,
+                            Err(e) => run
+                                .warnings
+                                .push(format!("rate change on {host}'s uplink: {e}")),
+                        }
+                    }
+                    if told == 0 {
+                        run.warnings.push(format!(
+                            "rate change on {host}'s uplink at {:.3} s: no agent of {host} was \
+                             running; agents started later keep the scenario's link rate",
+                            now
+                        ));
                     }
                 }
             }
