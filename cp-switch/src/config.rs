@@ -544,23 +544,8 @@ impl BridgeConfig {
     }
 }
 
-/// `KEY = VALUE` pairs as typed on a command line, as a TOML table: a value is read as a TOML
-/// value when it parses as one (`4`, `1.1`, `true`, `[3, 5]`, `"x"`) and as a string otherwise
-/// (`20KB`, `fqcn`, `3ms`), as the scenario files' `--set` overrides are.
-pub fn overrides_table(pairs: &[(String, String)]) -> toml::Table {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.clone(), toml_value(v)))
-        .collect()
-}
-
-/// One command-line value as a TOML value (see [`overrides_table`]).
-pub fn toml_value(text: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("v = {text}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(text.to_string()))
-}
+/// `KEY = VALUE` command-line pairs as TOML (shared with the other daemon).
+pub use cnm_proto::phy::ctl::{overrides_table, toml_value};
 
 fn check_priority(field: &str, p: u8) -> Result<(), ConfigError> {
     if usize::from(p) < NUM_PRIORITIES {
@@ -647,21 +632,6 @@ mod tests {
         assert_eq!(c.lossless.mode, LosslessMode::Pfc);
         assert_eq!(c.scheduler.policy, PriorityPolicy::Dwrr);
         assert!(serde_json::from_str::<BridgeConfig>(r#"{"bogus":1}"#).is_err());
-    }
-
-    #[test]
-    fn command_line_values_become_toml_values() {
-        assert_eq!(toml_value("4"), toml::Value::Integer(4));
-        assert_eq!(toml_value("1.5"), toml::Value::Float(1.5));
-        assert_eq!(toml_value("20KB"), toml::Value::String("20KB".into()));
-        assert_eq!(toml_value("fqcn"), toml::Value::String("fqcn".into()));
-        assert_eq!(toml_value("\"x y\""), toml::Value::String("x y".into()));
-        assert_eq!(
-            toml_value("[3,5]"),
-            toml::Value::Array(vec![toml::Value::Integer(3), toml::Value::Integer(5)])
-        );
-        let t = overrides_table(&[("a".into(), "1".into()), ("b".into(), "2s".into())]);
-        assert_eq!(t.len(), 2);
     }
 
     #[test]

@@ -452,23 +452,8 @@ impl AgentConfig {
     }
 }
 
-/// `KEY = VALUE` pairs as typed on a command line, as a TOML table: a value is read as a TOML
-/// value when it parses as one (`4`, `0.1`, `true`, `"x"`) and as a string otherwise
-/// (`10mbit`, `adaptive-bc`, `15ms`), as the scenario files' `--set` overrides are.
-pub fn overrides_table(pairs: &[(String, String)]) -> toml::Table {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.clone(), toml_value(v)))
-        .collect()
-}
-
-/// One command-line value as a TOML value (see [`overrides_table`]).
-pub fn toml_value(text: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("v = {text}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(text.to_string()))
-}
+/// `KEY = VALUE` command-line pairs as TOML (shared with the other daemon).
+pub use cnm_proto::phy::ctl::{overrides_table, toml_value};
 
 fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {
     let s = Option::<String>::deserialize(d)?;
@@ -512,18 +497,6 @@ mod tests {
             assert_eq!(e.field, field, "{text}: {e}");
             assert!(e.to_string().contains(words), "{text}: {e}");
         }
-    }
-
-    #[test]
-    fn command_line_values_become_toml_values() {
-        assert_eq!(toml_value("4"), toml::Value::Integer(4));
-        assert_eq!(toml_value("0.5"), toml::Value::Float(0.5));
-        assert_eq!(toml_value("10mbit"), toml::Value::String("10mbit".into()));
-        assert_eq!(
-            toml_value("adaptive-bc"),
-            toml::Value::String("adaptive-bc".into())
-        );
-        assert_eq!(overrides_table(&[("a".into(), "1".into())]).len(), 1);
     }
 
     #[test]

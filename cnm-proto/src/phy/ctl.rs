@@ -239,6 +239,43 @@ pub fn print_table(rows: &Value, first: &[&str]) -> String {
     out
 }
 
+/// The operands of a daemon's `set` command: `KEY=VALUE...` words, or the two words
+/// `KEY VALUE`, as pairs in the order typed.
+pub fn parse_pairs(w: &[&str]) -> Result<Vec<(String, String)>, String> {
+    if let [k, v] = w {
+        if !k.contains('=') && !v.contains('=') {
+            return Ok(vec![(k.to_string(), v.to_string())]);
+        }
+    }
+    if w.is_empty() {
+        return Err("expected KEY=VALUE or KEY VALUE".into());
+    }
+    w.iter()
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("{p:?}: expected KEY=VALUE")),
+        })
+        .collect()
+}
+
+/// `KEY = VALUE` pairs as typed on a command line, as a TOML table: a value is read as a TOML
+/// value when it parses as one (`4`, `1.5`, `true`, `[3, 5]`, `"x"`) and as a string otherwise
+/// (`20KB`, `fqcn`, `3ms`), as the scenario files' `--set` overrides are.
+pub fn overrides_table(pairs: &[(String, String)]) -> toml::Table {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.clone(), toml_value(v)))
+        .collect()
+}
+
+/// One command-line value as a TOML value (see [`overrides_table`]).
+pub fn toml_value(text: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +352,32 @@ mod tests {
         let t = print_table(&json!([{"dst":"x","flow":0,"z":null}]), &["flow", "dst"]);
         assert_eq!(t, "flow  dst  z\n0     x    -\n");
         assert_eq!(print_table(&json!([]), &[]), "(none)\n");
+    }
+
+    #[test]
+    fn set_operands_become_pairs_and_toml_values() {
+        assert_eq!(
+            parse_pairs(&["qeq", "20KB"]).unwrap(),
+            vec![("qeq".to_string(), "20KB".to_string())]
+        );
+        assert_eq!(parse_pairs(&["a=1", "mode=fqcn"]).unwrap().len(), 2);
+        assert!(parse_pairs(&[]).is_err());
+        assert!(parse_pairs(&["a=1", "b"]).is_err());
+        assert!(parse_pairs(&["=1"]).is_err());
+        assert!(parse_pairs(&["a", "b", "c"]).is_err());
+        assert_eq!(toml_value("4"), toml::Value::Integer(4));
+        assert_eq!(toml_value("1.5"), toml::Value::Float(1.5));
+        assert_eq!(toml_value("20KB"), toml::Value::String("20KB".into()));
+        assert_eq!(
+            toml_value("adaptive-bc"),
+            toml::Value::String("adaptive-bc".into())
+        );
+        assert_eq!(toml_value("\"x y\""), toml::Value::String("x y".into()));
+        assert_eq!(
+            toml_value("[3,5]"),
+            toml::Value::Array(vec![toml::Value::Integer(3), toml::Value::Integer(5)])
+        );
+        let t = overrides_table(&[("a".into(), "1".into()), ("b".into(), "2s".into())]);
+        assert_eq!(t.len(), 2);
     }
 }

@@ -53,23 +53,7 @@ impl Command {
     }
 }
 
-/// `KEY=VALUE...` words, or the two words `KEY VALUE`, as pairs.
-pub fn parse_pairs(w: &[&str]) -> Result<Vec<(String, String)>, String> {
-    if let [k, v] = w {
-        if !k.contains('=') && !v.contains('=') {
-            return Ok(vec![(k.to_string(), v.to_string())]);
-        }
-    }
-    if w.is_empty() {
-        return Err("expected KEY=VALUE or KEY VALUE".into());
-    }
-    w.iter()
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) if !k.is_empty() && !v.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(format!("{p:?}: expected KEY=VALUE")),
-        })
-        .collect()
-}
+pub use cnm_proto::phy::ctl::parse_pairs;
 
 /// Columns shown first, in this order (the rest follow alphabetically).
 const COLUMN_ORDER: [&str; 13] = [
