@@ -156,20 +156,31 @@ pub fn agent_config_at(
     k: Scaling,
     start: Duration,
 ) -> anyhow::Result<String> {
-    let mut evs: Vec<_> = sc
-        .topo
-        .event
-        .iter()
-        .filter(|e| e.at <= start)
-        .filter_map(|e| match e.kind() {
-            Ok(EventKind::Host { host: h, set }) if h == host => Some((e.at, set)),
-            _ => None,
-        })
-        .collect();
-    evs.sort_by_key(|e| e.0);
+    let mut evs: Vec<_> = sc.topo.event.iter().filter(|e| e.at <= start).collect();
+    evs.sort_by_key(|e| e.at);
     let mut now = sc.clone();
-    for (_, set) in evs {
-        now = with_host_set(&now, host, set);
+    let mut line_rate = line_rate;
+    for e in evs {
+        match e.kind() {
+            Ok(EventKind::Host { host: h, set }) if h == host => {
+                now = with_host_set(&now, host, set);
+            }
+            // A rate change of the host's own uplink before the agent starts: the agent starts
+            // at the new line rate (the runner tells running agents with `ctl set rate`).
+            Ok(EventKind::Link { link, dir, rate }) => {
+                use crate::sim::topo::DirSpec;
+                let sends = sc.topo.link.iter().any(|l| {
+                    let name = l.name.clone().unwrap_or_else(|| format!("{}-{}", l.a, l.b));
+                    name == link
+                        && ((l.a == host && matches!(dir, DirSpec::AToB | DirSpec::Both))
+                            || (l.b == host && matches!(dir, DirSpec::BToA | DirSpec::Both)))
+                });
+                if sends {
+                    line_rate = rate;
+                }
+            }
+            _ => {}
+        }
     }
     agent_config(&now, host, line_rate, k)
 }
@@ -427,6 +438,27 @@ mod tests {
         let late = at(70);
         assert_eq!(late["rp_mode"].as_str(), Some("adaptive-bc"));
         assert_eq!(late["rp"]["rpg_ai_rate"].as_str(), Some("100kbit"));
+    }
+
+    #[test]
+    fn generators_start_at_the_uplink_rate_in_force() {
+        // h0's uplink capped to 1 Gb/s at 20 ms (h0 → sw0 only), and the other way at 30 ms.
+        let text = format!(
+            "{SC}\n[[event]]\nat = \"20ms\"\nlink = \"h0-sw0\"\ndir = \"a-to-b\"\nrate = \"1gbit\"\n\
+             [[event]]\nat = \"30ms\"\nlink = \"h0-sw0\"\ndir = \"b-to-a\"\nrate = \"2gbit\"\n"
+        );
+        let sc = crate::scenario::parse(&text, "t.toml", "t", &[]).unwrap();
+        let k = Scaling::netns(&sc);
+        let line = |ms| {
+            let text =
+                agent_config_at(&sc, "h0", Rate::from_gbps(10), k, Duration::from_millis(ms))
+                    .unwrap();
+            let t = text.parse::<toml::Table>().unwrap();
+            t["line_rate"].as_str().unwrap().to_string()
+        };
+        assert_eq!(line(10), "100mbit");
+        assert_eq!(line(25), "10mbit");
+        assert_eq!(line(40), "10mbit");
     }
 
     #[test]

@@ -1103,7 +1103,7 @@ pub fn run(sc: &Scenario, opts: &RunOptions, dir: &Path) -> anyhow::Result<RunDa
                     if told == 0 {
                         run.warnings.push(format!(
                             "rate change on {host}'s uplink at {:.3} s: no agent of {host} was \
-                             running; agents started later keep the scenario's link rate",
+                             running (agents that start later start at the new rate)",
                             now
                         ));
                     }
