@@ -51,6 +51,9 @@ pub struct RunMeta {
     /// Equilibrium queue Qeq of the congestion points (octets), drawn on the queue plot
     /// (802.1Qau clause 32.8.1, `cpQSp`).
     pub q_eq_bytes: Option<u64>,
+    /// Later values of Qeq, `(seconds, octets)`, set by parameter-change events.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub q_eq_steps: Vec<(f64, u64)>,
     /// Qhigh threshold (octets): time above it is reported, drawn on the queue plot.
     pub q_high_bytes: Option<u64>,
     /// Scenario events to measure convergence from.
@@ -69,6 +72,7 @@ impl RunMeta {
             time_scale: 1.0,
             steady_window: None,
             q_eq_bytes: None,
+            q_eq_steps: Vec::new(),
             q_high_bytes: None,
             markers: Vec::new(),
         }

@@ -486,16 +486,36 @@ pub fn queue_chart(run: &RunData, y_max_bytes: Option<f64>) -> ChartSpec {
             width,
         });
     }
-    for (v, label, color) in [
-        (run.meta.q_eq_bytes, "Qeq", RGBColor(0, 150, 0)),
-        (run.meta.q_high_bytes, "Qhigh", RGBColor(200, 0, 0)),
+    for (v, steps, label, color) in [
+        (
+            run.meta.q_eq_bytes,
+            &run.meta.q_eq_steps[..],
+            "Qeq",
+            RGBColor(0, 150, 0),
+        ),
+        (run.meta.q_high_bytes, &[][..], "Qhigh", RGBColor(200, 0, 0)),
     ] {
         if let Some(v) = v {
             let kb = v as f64 / 1000.0;
+            // A step line when parameter events move the threshold.
+            let mut points = vec![(0.0, kb)];
+            let mut last = kb;
+            for &(t, b) in steps.iter().filter(|s| s.0 < end) {
+                let nb = b as f64 / 1000.0;
+                points.push((t, last));
+                points.push((t, nb));
+                last = nb;
+            }
+            points.push((end, last));
+            let text = if steps.is_empty() {
+                format!("{label} = {kb:.1} kB")
+            } else {
+                format!("{label} (set by events)")
+            };
             lines.push(Line {
-                label: Some(format!("{label} = {kb:.1} kB")),
+                label: Some(text),
                 color,
-                points: vec![(0.0, kb), (end, kb)],
+                points,
                 dashed: true,
                 width: 2,
             });

@@ -303,6 +303,18 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, S
             let d = cp_switch::BridgeConfig::default();
             meta.q_eq_bytes = Some(d.cp.cp_queue_set_point.get());
         }
+        // Qeq moved by parameter events of that switch.
+        for ev in &sc.topo.event {
+            if let Ok(crate::sim::topo::EventKind::Switch { switch, set }) = ev.kind() {
+                let qeq = set
+                    .get("cp_queue_set_point")
+                    .and_then(|v| toml::Value::try_into::<cnm_proto::Bytes>(v.clone()).ok());
+                if let (true, Some(q)) = (switch == sw.as_str(), qeq) {
+                    meta.q_eq_steps.push((k.at(ev.at), q.get()));
+                }
+            }
+        }
+        meta.q_eq_steps.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     // Every timed event: `sw0-r0 → 1gbit`, `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=...`.
     for ev in sc.topo.event.iter().filter(|e| e.at < sc.topo.duration) {
