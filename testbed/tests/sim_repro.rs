@@ -16,8 +16,8 @@
 mod common;
 
 use common::repro::{
-    cp_settings, gbps, host_mac, links_of, path_of, results_dir, s, scenario, set_cp, switch_drops,
-    table, write_results,
+    bottleneck, cp_settings, gbps, host_mac, links_of, path_of, per_flow, results_dir, s, scenario,
+    set_cp, switch_drops, table, write_results,
 };
 
 use cnm_proto::{Duration, Instant};
@@ -25,7 +25,6 @@ use testbed::analysis::maxmin::{max_min, MmFlow};
 use testbed::analysis::metrics::jain;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
 use testbed::sim::engine::Direction;
-use testbed::sim::host::HostNode;
 use testbed::sim::stats::{wire_octets, QueueSummary};
 use testbed::sim::topo::Topology;
 
@@ -69,9 +68,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let frame_len: Vec<usize> = topo.flow.iter().map(|f| f.frame_len).collect();
     let (mut sim, built) = topo.build().unwrap();
     let bn = built.bottleneck.unwrap();
-    let (sw, peer, _, _) = sim.link_ends(bn).unwrap();
-    let peer = peer.to_string();
-    let bn_port = sim.bridge(sw).unwrap().port_id(&peer).unwrap();
+    let (sw, peer, bn_port) = bottleneck(&sim, &built);
     let macs: Vec<_> = built
         .flows
         .iter()
@@ -79,20 +76,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         .collect();
     // (frames received, lost) of each flow so far.
     let counters = |sim: &testbed::sim::Sim| -> Vec<(u64, u64)> {
-        built
-            .flows
-            .iter()
-            .zip(&macs)
-            .map(|((_, id, _, dst, _, _), mac)| {
-                let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
-                sim.node::<HostNode>(d)
-                    .unwrap()
-                    .sink()
-                    .flows()
-                    .find(|((m, f), _)| m == mac && f == id)
-                    .map_or((0, 0), |(_, c)| (c.frames, c.lost))
-            })
-            .collect()
+        per_flow(sim, &built, &macs, |c| {
+            c.map_or((0, 0), |c| (c.frames, c.lost))
+        })
     };
     let names: Vec<String> = built.flows.iter().map(|f| f.0.clone()).collect();
     let report_dir = results_dir(seed);

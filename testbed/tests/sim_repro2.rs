@@ -18,8 +18,8 @@
 mod common;
 
 use common::repro::{
-    cp_settings, gbps, host_mac, links_of, path_of, results_dir, s, scenario, set_cp, switch_drops,
-    write_results,
+    bottleneck, cp_settings, gbps, host_mac, links_of, path_of, per_flow, results_dir, s, scenario,
+    set_cp, switch_drops, write_results,
 };
 
 use cnm_proto::{Duration, Instant, Rate};
@@ -149,10 +149,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let duration = topo.duration;
     let bn_name = topo.output.bottleneck.clone().unwrap();
     let (mut sim, built) = topo.build().unwrap();
-    let bn = built.bottleneck.unwrap();
-    let (sw, peer, _, _) = sim.link_ends(bn).unwrap();
-    let peer = peer.to_string();
-    let bn_port = sim.bridge(sw).unwrap().port_id(&peer).unwrap();
+    let (sw, peer, bn_port) = bottleneck(&sim, &built);
     let macs: Vec<_> = built
         .flows
         .iter()
@@ -161,20 +158,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     // Wire octets received of each flow so far: the frames' octets plus FCS, preamble, SFD
     // and inter-frame gap (24 per frame; every frame here is above the 60-octet minimum).
     let counters = |sim: &testbed::sim::Sim| -> Vec<u64> {
-        built
-            .flows
-            .iter()
-            .zip(&macs)
-            .map(|((_, id, _, dst, _, _), mac)| {
-                let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
-                sim.node::<HostNode>(d)
-                    .unwrap()
-                    .sink()
-                    .flows()
-                    .find(|((m, f), _)| m == mac && f == id)
-                    .map_or(0, |(_, c)| c.bytes + c.frames * (wire_octets(60) - 60))
-            })
-            .collect()
+        per_flow(sim, &built, &macs, |c| {
+            c.map_or(0, |c| c.bytes + c.frames * (wire_octets(60) - 60))
+        })
     };
 
     // The analysis model: links with their capacity steps, flows with paths, weights, demands

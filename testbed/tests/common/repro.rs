@@ -4,12 +4,13 @@
 
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::Rate;
+use rp_agent::gen::sink::FlowCounters;
 use std::path::{Path, PathBuf};
 use testbed::analysis::RunData;
 use testbed::report::{write_run, ReportOptions};
 use testbed::sim::host::HostNode;
 use testbed::sim::topo::Built;
-use testbed::sim::Sim;
+use testbed::sim::{NodeId, Sim};
 
 /// A scenario of `scenarios/repro/` as a TOML table, to be edited before the run.
 pub fn scenario(name: &str) -> toml::Table {
@@ -159,4 +160,38 @@ pub fn results_dir(seed: u64) -> Option<PathBuf> {
 pub fn write_results(dir: &Path, label: &str, seed: u64, rd: &RunData) {
     let d = dir.join(format!("{label}-s{seed}"));
     write_run(&d, rd, &ReportOptions::default()).unwrap();
+}
+
+/// The bottleneck link's switch, the node at its other end and the switch port facing it.
+pub fn bottleneck(sim: &Sim, built: &Built) -> (NodeId, String, cp_switch::PortId) {
+    let bn = built.bottleneck.unwrap();
+    let (sw, peer, _, _) = sim.link_ends(bn).unwrap();
+    let peer = peer.to_string();
+    let bn_port = sim.bridge(sw).unwrap().port_id(&peer).unwrap();
+    (sw, peer, bn_port)
+}
+
+/// `f` of what the receiving sink has counted of every flow so far (`None` before its first
+/// frame), in flow order; `macs` are the flows' source MACs.
+pub fn per_flow<T>(
+    sim: &Sim,
+    built: &Built,
+    macs: &[EthernetAddress],
+    f: impl Fn(Option<&FlowCounters>) -> T,
+) -> Vec<T> {
+    built
+        .flows
+        .iter()
+        .zip(macs)
+        .map(|((_, id, _, dst, _, _), mac)| {
+            let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
+            f(sim
+                .node::<HostNode>(d)
+                .unwrap()
+                .sink()
+                .flows()
+                .find(|((m, fid), _)| m == mac && fid == id)
+                .map(|(_, c)| c))
+        })
+        .collect()
 }
