@@ -7,8 +7,8 @@
 mod common;
 
 use common::netns::{assert_clean, assert_success, out_dir, prefix_of, summary, testbed};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -81,6 +81,21 @@ impl Drop for Cleanup {
     }
 }
 
+/// Writes `TCP_UDP` into `dir` and runs it with `args`; the results go to `dir/res`.
+fn run_tcp_udp(dir: &Path, args: &[&str]) -> Output {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("tcp-udp.toml");
+    std::fs::write(&file, TCP_UDP).unwrap();
+    testbed()
+        .arg(&file)
+        .args(args)
+        .args(["--quiet", "--no-plots", "--out"])
+        .arg(dir.join("res"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 fn iperf3_missing(test: &str) -> bool {
     if Command::new("iperf3").arg("--version").output().is_err() {
         eprintln!("{test}: skipped: iperf3 is not installed");
@@ -107,16 +122,7 @@ fn netns_iperf_tcp_and_udp_flows_through_qcn() {
     let _serial = serial();
     let dir = out_dir("run-netns-iperf", "tcpudp");
     let _cleanup = Cleanup(dir.clone());
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tcp-udp.toml");
-    std::fs::write(&file, TCP_UDP).unwrap();
-    let out = testbed()
-        .arg(&file)
-        .args(["--quiet", "--no-plots", "--out"])
-        .arg(dir.join("res"))
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_tcp_udp(&dir, &[]);
     let res = dir.join("res");
     assert_success(&out);
     assert_clean(&prefix_of(&res).unwrap());
@@ -198,16 +204,7 @@ fn netns_incast_rounds_complete() {
 fn sim_runs_the_tcp_and_udp_scenario_too() {
     let dir = out_dir("run-netns-iperf", "sim");
     let _cleanup = Cleanup(dir.clone());
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tcp-udp.toml");
-    std::fs::write(&file, TCP_UDP).unwrap();
-    let out = testbed()
-        .arg(&file)
-        .args(["--mode", "sim", "--quiet", "--no-plots", "--out"])
-        .arg(dir.join("res"))
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_tcp_udp(&dir, &["--mode", "sim"]);
     assert_success(&out);
     let s = summary(&dir.join("res"));
     let t = flow(&s, "tcp0")["mean_bps"].as_f64().unwrap();
