@@ -16,8 +16,8 @@
 mod common;
 
 use common::repro::{
-    bottleneck, cp_settings, gbps, host_mac, links_of, path_of, per_flow, results_dir, s, scenario,
-    set_cp, switch_drops, table, write_results,
+    bottleneck, cp_settings, gbps, links_of, path_of, per_flow, results_dir, s, scenario, set_cp,
+    source_macs, switch_drops, table, write_results,
 };
 
 use cnm_proto::{Duration, Instant};
@@ -69,11 +69,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let (mut sim, built) = topo.build().unwrap();
     let bn = built.bottleneck.unwrap();
     let (sw, peer, bn_port) = bottleneck(&sim, &built);
-    let macs: Vec<_> = built
-        .flows
-        .iter()
-        .map(|f| host_mac(&sim, &built, &f.2))
-        .collect();
+    let macs = source_macs(&sim, &built);
     // (frames received, lost) of each flow so far.
     let counters = |sim: &testbed::sim::Sim| -> Vec<(u64, u64)> {
         per_flow(sim, &built, &macs, |c| {

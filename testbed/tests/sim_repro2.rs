@@ -18,8 +18,8 @@
 mod common;
 
 use common::repro::{
-    bottleneck, cp_settings, gbps, host_mac, links_of, path_of, per_flow, results_dir, s, scenario,
-    set_cp, switch_drops, write_results,
+    bottleneck, cp_settings, gbps, links_of, path_of, per_flow, results_dir, s, scenario, set_cp,
+    source_macs, switch_drops, write_results,
 };
 
 use cnm_proto::{Duration, Instant, Rate};
@@ -150,11 +150,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let bn_name = topo.output.bottleneck.clone().unwrap();
     let (mut sim, built) = topo.build().unwrap();
     let (sw, peer, bn_port) = bottleneck(&sim, &built);
-    let macs: Vec<_> = built
-        .flows
-        .iter()
-        .map(|f| host_mac(&sim, &built, &f.2))
-        .collect();
+    let macs = source_macs(&sim, &built);
     // Wire octets received of each flow so far: the frames' octets plus FCS, preamble, SFD
     // and inter-frame gap (24 per frame; every frame here is above the 60-octet minimum).
     let counters = |sim: &testbed::sim::Sim| -> Vec<u64> {

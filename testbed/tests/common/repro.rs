@@ -131,10 +131,16 @@ pub fn cp_settings(t: &toml::Table) -> (Option<u64>, Vec<(String, f64)>) {
     (q_eq, weights)
 }
 
-/// MAC address of the host called `name`.
-pub fn host_mac(sim: &Sim, built: &Built, name: &str) -> EthernetAddress {
-    let id = built.hosts.iter().find(|(n, _)| n == name).unwrap().1;
-    sim.node::<HostNode>(id).unwrap().mac()
+/// MAC address of every flow's source host, in flow order.
+pub fn source_macs(sim: &Sim, built: &Built) -> Vec<EthernetAddress> {
+    built
+        .flows
+        .iter()
+        .map(|f| {
+            let id = built.hosts.iter().find(|(n, _)| *n == f.2).unwrap().1;
+            sim.node::<HostNode>(id).unwrap().mac()
+        })
+        .collect()
 }
 
 /// Frames dropped by every switch so far.
