@@ -214,50 +214,47 @@ fn bench_reports_a_cp_switch_that_fails_to_start() {
     );
 }
 
+/// Runs `testbed <args>`: (exit code, stderr).
+fn run_code_and_stderr(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn mode_flags_reject_nonsense_before_running() {
     // Explicit-rate switches with CNM-driven sources: an open loop, refused up front.
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            "dumbbell",
-            "--mode",
-            "sim",
-            "--cp-mode",
-            "explicit-rate",
-            "--no-plots",
-            "--quiet",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = run_code_and_stderr(&[
+        "run",
+        "dumbbell",
+        "--mode",
+        "sim",
+        "--cp-mode",
+        "explicit-rate",
+        "--no-plots",
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(1));
     assert!(err.contains("--cp-mode explicit-rate"), "{err}");
     assert!(err.contains("--rp-mode explicit-rate"), "{err}");
     // FQCN picks its own culprits.
-    let out = Command::new(BIN)
-        .args([
-            "run",
-            "dumbbell",
-            "--mode",
-            "sim",
-            "--cp-mode",
-            "fqcn",
-            "--culprit",
-            "occupancy-random",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = run_code_and_stderr(&[
+        "run",
+        "dumbbell",
+        "--mode",
+        "sim",
+        "--cp-mode",
+        "fqcn",
+        "--culprit",
+        "occupancy-random",
+    ]);
+    assert_eq!(code, Some(1));
     assert!(err.contains("--culprit occupancy-random"), "{err}");
     // Unknown values are clap's business.
-    let out = Command::new(BIN)
-        .args(["run", "dumbbell", "--rp-mode", "fastest"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = run_code_and_stderr(&["run", "dumbbell", "--rp-mode", "fastest"]);
+    assert_eq!(code, Some(2));
     assert!(err.contains("adaptive-bc+qcn-bs"), "{err}");
 }
 

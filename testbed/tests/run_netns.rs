@@ -2,69 +2,11 @@
 //! summary and leaves no namespace or process behind, also when interrupted by SIGINT.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::netns::{assert_clean, namespaces_of, out_dir, prefix_of, processes_of, testbed};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const RUN_ENV: &str = "TESTBED_RUN";
-
-fn out_dir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("run-netns-{}-{tag}", std::process::id()))
-}
-
-fn testbed() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_testbed"));
-    // The daemons are next to the test binary's parent directory (target/<profile>).
-    c.arg("run").arg("--bin-dir").arg(testbed::bins::dir());
-    c
-}
-
-fn prefix_of(dir: &Path) -> Option<String> {
-    std::fs::read_to_string(dir.join("lab-prefix.txt"))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// Pids of processes carrying `TESTBED_RUN=<prefix>`.
-fn processes_of(prefix: &str) -> Vec<u32> {
-    let want = format!("{RUN_ENV}={prefix}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn namespaces_of(prefix: &str) -> Vec<String> {
-    testbed::netns::list_namespaces()
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("{prefix}-")))
-        .collect()
-}
-
-fn assert_clean(prefix: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (n, p) = (namespaces_of(prefix), processes_of(prefix));
-        if n.is_empty() && p.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left behind: namespaces {n:?}, processes {p:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn netns_dumbbell_end_to_end_and_interrupted() {
@@ -72,7 +14,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
         return;
     }
     // 1. A short complete run: 8 s of schedule (steps at 8/3 s and 16/3 s).
-    let dir = out_dir("full");
+    let dir = out_dir("run-netns", "full");
     let status = testbed()
         .args([
             "dumbbell",
@@ -112,7 +54,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
     let _ = std::fs::remove_dir_all(&dir);
 
     // 2. Interrupted mid-run by SIGINT: exit status 130, nothing left.
-    let dir = out_dir("int");
+    let dir = out_dir("run-netns", "int");
     let mut child = testbed()
         .args([
             "dumbbell",
@@ -136,7 +78,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
     }
     std::thread::sleep(Duration::from_secs(1));
     let prefix = prefix_of(&dir).unwrap();
-    assert!(!namespaces_of(&prefix).is_empty());
+    assert!(!namespaces_of(&prefix).unwrap().is_empty());
     assert!(!processes_of(&prefix).is_empty());
     let ok = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -4,14 +4,14 @@
 //! or error; each test checks that nothing is left behind.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::netns::{assert_clean, assert_success, out_dir, prefix_of, summary, testbed};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-const RUN_ENV: &str = "TESTBED_RUN";
 
 /// One run at a time: each loads both CPUs.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -72,10 +72,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn out_dir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("run-netns-iperf-{}-{tag}", std::process::id()))
-}
-
 /// Removes the results directory on drop (also when the test fails).
 struct Cleanup(PathBuf);
 
@@ -85,55 +81,19 @@ impl Drop for Cleanup {
     }
 }
 
-fn testbed() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_testbed"));
-    c.arg("run").arg("--bin-dir").arg(testbed::bins::dir());
-    c
-}
-
-fn prefix_of(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("lab-prefix.txt"))
+/// Writes `TCP_UDP` into `dir` and runs it with `args`; the results go to `dir/res`.
+fn run_tcp_udp(dir: &Path, args: &[&str]) -> Output {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("tcp-udp.toml");
+    std::fs::write(&file, TCP_UDP).unwrap();
+    testbed()
+        .arg(&file)
+        .args(args)
+        .args(["--quiet", "--no-plots", "--out"])
+        .arg(dir.join("res"))
+        .stdout(Stdio::null())
+        .output()
         .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// Pids of processes carrying `TESTBED_RUN=<prefix>`.
-fn processes_of(prefix: &str) -> Vec<u32> {
-    let want = format!("{RUN_ENV}={prefix}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn assert_clean(prefix: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let n: Vec<String> = testbed::netns::list_namespaces()
-            .unwrap()
-            .into_iter()
-            .filter(|n| n.starts_with(&format!("{prefix}-")))
-            .collect();
-        let p = processes_of(prefix);
-        if n.is_empty() && p.is_empty() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left behind: namespaces {n:?}, processes {p:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn iperf3_missing(test: &str) -> bool {
@@ -142,10 +102,6 @@ fn iperf3_missing(test: &str) -> bool {
         return true;
     }
     false
-}
-
-fn summary(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
 }
 
 fn flow<'a>(s: &'a Value, name: &str) -> &'a Value {
@@ -164,26 +120,12 @@ fn netns_iperf_tcp_and_udp_flows_through_qcn() {
         return;
     }
     let _serial = serial();
-    let dir = out_dir("tcpudp");
+    let dir = out_dir("run-netns-iperf", "tcpudp");
     let _cleanup = Cleanup(dir.clone());
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tcp-udp.toml");
-    std::fs::write(&file, TCP_UDP).unwrap();
-    let out = testbed()
-        .arg(&file)
-        .args(["--quiet", "--no-plots", "--out"])
-        .arg(dir.join("res"))
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_tcp_udp(&dir, &[]);
     let res = dir.join("res");
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_clean(&prefix_of(&res));
+    assert_success(&out);
+    assert_clean(&prefix_of(&res).unwrap());
     let s = summary(&res);
     assert_eq!(s["mode"], "netns");
     let tcp = flow(&s, "tcp0");
@@ -222,7 +164,7 @@ fn netns_incast_rounds_complete() {
         return;
     }
     let _serial = serial();
-    let dir = out_dir("incast");
+    let dir = out_dir("run-netns-iperf", "incast");
     let _cleanup = Cleanup(dir.clone());
     let out = testbed()
         .args([
@@ -237,13 +179,8 @@ fn netns_incast_rounds_complete() {
         .stdout(Stdio::null())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_clean(&prefix_of(&dir));
+    assert_success(&out);
+    assert_clean(&prefix_of(&dir).unwrap());
     let r = testbed::run::incast::parse_client_output(
         &std::fs::read_to_string(dir.join("incast-0.jsonl")).unwrap(),
     );
@@ -265,24 +202,10 @@ fn netns_incast_rounds_complete() {
 /// CBR generator share the 500 Mb/s port.
 #[test]
 fn sim_runs_the_tcp_and_udp_scenario_too() {
-    let dir = out_dir("sim");
+    let dir = out_dir("run-netns-iperf", "sim");
     let _cleanup = Cleanup(dir.clone());
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("tcp-udp.toml");
-    std::fs::write(&file, TCP_UDP).unwrap();
-    let out = testbed()
-        .arg(&file)
-        .args(["--mode", "sim", "--quiet", "--no-plots", "--out"])
-        .arg(dir.join("res"))
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_tcp_udp(&dir, &["--mode", "sim"]);
+    assert_success(&out);
     let s = summary(&dir.join("res"));
     let t = flow(&s, "tcp0")["mean_bps"].as_f64().unwrap();
     let u = flow(&s, "udp0")["mean_bps"].as_f64().unwrap();

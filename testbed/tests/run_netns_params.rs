@@ -4,8 +4,11 @@
 //! `show cps` has the new set point, and no command failed.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::netns::{summary, testbed};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const SCENARIO: &str = r#"
 seed = 2
@@ -85,10 +88,7 @@ fn netns_parameter_events_reach_the_daemons_on_time() {
     let file = dir.join("params.toml");
     std::fs::write(&file, SCENARIO).unwrap();
     let out = dir.join("out");
-    let status = Command::new(env!("CARGO_BIN_EXE_testbed"))
-        .arg("run")
-        .arg("--bin-dir")
-        .arg(testbed::bins::dir())
+    let status = testbed()
         .arg(&file)
         .args(["--mode", "netns", "--quiet", "--no-plots", "--out"])
         .arg(&out)
@@ -125,9 +125,10 @@ fn netns_parameter_events_reach_the_daemons_on_time() {
     assert!(!cps.is_empty());
     assert!(cps.iter().all(|c| c["qeq"] == 20_000), "{cps:?}");
 
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let warnings = summary["warnings"].as_array().cloned().unwrap_or_default();
+    let warnings = summary(&out)["warnings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         !warnings
             .iter()

@@ -5,11 +5,12 @@
 //! it; `scripts/reproduce-netns.sh` measures it.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::netns::{assert_clean, namespaces_of, out_dir, prefix_of, summary, testbed};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const RUN_ENV: &str = "TESTBED_RUN";
 
 /// Kills the run if the test fails while it is going (the runner then tears its lab down),
 /// deletes any namespace of the run's lab still there, and removes the results directory.
@@ -35,7 +36,7 @@ impl Drop for Guard {
             }
         }
         if let Some(prefix) = prefix_of(&self.dir) {
-            for n in namespaces_of(&prefix) {
+            for n in namespaces_of(&prefix).unwrap_or_default() {
                 let _ = Command::new("ip").args(["netns", "del", &n]).status();
             }
         }
@@ -43,54 +44,19 @@ impl Drop for Guard {
     }
 }
 
-fn prefix_of(dir: &Path) -> Option<String> {
-    std::fs::read_to_string(dir.join("lab-prefix.txt"))
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-fn namespaces_of(prefix: &str) -> Vec<String> {
-    testbed::netns::list_namespaces()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n.starts_with(&format!("{prefix}-")))
-        .collect()
-}
-
-/// Pids of processes carrying `TESTBED_RUN=<prefix>`.
-fn processes_of(prefix: &str) -> Vec<u32> {
-    let want = format!("{RUN_ENV}={prefix}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if env.split(|&b| b == 0).any(|v| v == want.as_bytes()) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 #[test]
 fn repro_fqcn_dumbbell_runs_in_netns() {
     if !testbed::netns::can_run_network_tests("repro_fqcn_dumbbell_runs_in_netns") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("run-netns-repro-{}-fqcn", std::process::id()));
+    let dir = out_dir("run-netns-repro", "fqcn");
     let mut guard = Guard {
         child: None,
         dir: dir.clone(),
     };
     // 12 s of wall clock instead of the file's 20 s (the schedule is compressed, the loop's
     // own times stay × S); the steady-state window is then 6-12 s.
-    let child = Command::new(env!("CARGO_BIN_EXE_testbed"))
-        .arg("run")
-        .arg("--bin-dir")
-        .arg(testbed::bins::dir())
+    let child = testbed()
         .args([
             "repro-fqcn-dumbbell4",
             "--mode",
@@ -118,8 +84,7 @@ fn repro_fqcn_dumbbell_runs_in_netns() {
     };
     assert!(status.success(), "{status}");
 
-    let s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let s = summary(&dir);
     assert_eq!(s["scenario"], "repro-fqcn-dumbbell4");
     assert_eq!(s["mode"], "netns");
     assert_eq!(s["variant"], "fqcn");
@@ -146,17 +111,5 @@ fn repro_fqcn_dumbbell_runs_in_netns() {
     assert!(dir.join("trace-sw0.jsonl").exists());
     assert!(dir.join("flows.csv").exists());
 
-    let prefix = prefix_of(&dir).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (n, p) = (namespaces_of(&prefix), processes_of(&prefix));
-        if n.is_empty() && p.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "left behind: namespaces {n:?}, processes {p:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert_clean(&prefix_of(&dir).unwrap());
 }

@@ -13,43 +13,20 @@
 //! plots) with the analysis library's report writer.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::repro::{
+    bottleneck, cp_settings, gbps, links_of, path_of, per_flow, results_dir, s, scenario, set_cp,
+    source_macs, switch_drops, table, write_results,
+};
+
 use cnm_proto::{Duration, Instant};
-use std::path::PathBuf;
 use testbed::analysis::maxmin::{max_min, MmFlow};
 use testbed::analysis::metrics::jain;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
-use testbed::report::{write_run, ReportOptions};
 use testbed::sim::engine::Direction;
-use testbed::sim::host::HostNode;
 use testbed::sim::stats::{wire_octets, QueueSummary};
 use testbed::sim::topo::Topology;
-
-/// A scenario of `scenarios/repro/` as a TOML table, to be edited before the run.
-fn scenario(name: &str) -> toml::Table {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/repro")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap()
-        .parse::<toml::Table>()
-        .unwrap()
-}
-
-fn table<'a>(t: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {
-    t.entry(key.to_string())
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-        .as_table_mut()
-        .unwrap()
-}
-
-/// Sets `cp.<key>` in the bridge of every switch.
-fn set_cp(t: &mut toml::Table, key: &str, v: toml::Value) {
-    for (_, sw) in table(t, "switch").iter_mut() {
-        let sw = sw.as_table_mut().unwrap();
-        let cp = table(table(sw, "bridge"), "cp");
-        cp.insert(key.to_string(), v.clone());
-    }
-}
 
 /// Sets `<key>` in the agent of every host that has one.
 fn set_agent(t: &mut toml::Table, key: &str, v: toml::Value) {
@@ -58,10 +35,6 @@ fn set_agent(t: &mut toml::Table, key: &str, v: toml::Value) {
             a.insert(key.to_string(), v.clone());
         }
     }
-}
-
-fn s(v: &str) -> toml::Value {
-    toml::Value::String(v.to_string())
 }
 
 /// What one run measured.
@@ -95,35 +68,16 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let frame_len: Vec<usize> = topo.flow.iter().map(|f| f.frame_len).collect();
     let (mut sim, built) = topo.build().unwrap();
     let bn = built.bottleneck.unwrap();
-    let (sw, peer, _, _) = sim.link_ends(bn).unwrap();
-    let peer = peer.to_string();
-    let bn_port = sim.bridge(sw).unwrap().port_id(&peer).unwrap();
-    let host = |sim: &testbed::sim::Sim, name: &str| {
-        let id = built.hosts.iter().find(|(n, _)| n == name).unwrap().1;
-        sim.node::<HostNode>(id).unwrap().mac()
-    };
-    let macs: Vec<_> = built.flows.iter().map(|f| host(&sim, &f.2)).collect();
+    let (sw, peer, bn_port) = bottleneck(&sim, &built);
+    let macs = source_macs(&sim, &built);
     // (frames received, lost) of each flow so far.
     let counters = |sim: &testbed::sim::Sim| -> Vec<(u64, u64)> {
-        built
-            .flows
-            .iter()
-            .zip(&macs)
-            .map(|((_, id, _, dst, _, _), mac)| {
-                let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
-                sim.node::<HostNode>(d)
-                    .unwrap()
-                    .sink()
-                    .flows()
-                    .find(|((m, f), _)| m == mac && f == id)
-                    .map_or((0, 0), |(_, c)| (c.frames, c.lost))
-            })
-            .collect()
+        per_flow(sim, &built, &macs, |c| {
+            c.map_or((0, 0), |c| (c.frames, c.lost))
+        })
     };
     let names: Vec<String> = built.flows.iter().map(|f| f.0.clone()).collect();
-    let report_dir = std::env::var_os("REPRO_RESULTS")
-        .filter(|_| seed == 1)
-        .map(PathBuf::from);
+    let report_dir = results_dir(seed);
     let ms_total = duration.as_nanos() / 1_000_000;
     let warm_ms = warmup.as_nanos() / 1_000_000;
     let mut series: Vec<FlowSeries> = names
@@ -137,16 +91,6 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let mut prev = counters(&sim);
     let mut at_warm = prev.clone();
     let mut u0 = sim.link_stats(bn, Direction::AtoB);
-    let switch_drops = |sim: &testbed::sim::Sim| -> u64 {
-        built
-            .switches
-            .iter()
-            .map(|(_, id)| {
-                let b = sim.bridge(*id).unwrap();
-                b.stats().ports.iter().map(|p| p.drops).sum::<u64>()
-            })
-            .sum()
-    };
     let mut drops_warm = 0;
     for ms in 1..=ms_total {
         sim.run_until(Instant::ZERO + Duration::from_millis(ms));
@@ -169,7 +113,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         if ms == warm_ms {
             at_warm = counters(&sim);
             u0 = sim.link_stats(bn, Direction::AtoB);
-            drops_warm = switch_drops(&sim);
+            drops_warm = switch_drops(&sim, &built);
         }
     }
     let end = counters(&sim);
@@ -178,7 +122,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         .map(|i| ((end[i].0 - at_warm[i].0) * wire_octets(frame_len[i]) * 8) as f64 / secs)
         .collect();
     let util = sim.link_stats(bn, Direction::AtoB).utilization_since(&u0);
-    let drops = switch_drops(&sim);
+    let drops = switch_drops(&sim, &built);
     let mut input_queue: Option<QueueSummary> = None;
     let mut queue = None;
     for (_, id) in &built.switches {
@@ -202,34 +146,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         let mut meta = RunMeta::new(label, "sim", duration.as_secs_f64(), seed);
         meta.variant = Some(label.to_string());
         meta.steady_window = Some((warmup.as_secs_f64(), duration.as_secs_f64()));
-        let cp = t["switch"]
-            .as_table()
-            .unwrap()
-            .values()
-            .filter_map(|s| s.get("bridge")?.get("cp")?.as_table())
-            .find(|cp| cp.get("placement").and_then(|v| v.as_str()) != Some("off"));
-        meta.q_eq_bytes = cp
-            .and_then(|cp| {
-                cp.get("cp_queue_set_point")?
-                    .as_str()?
-                    .parse::<cnm_proto::Bytes>()
-                    .ok()
-            })
-            .map(cnm_proto::Bytes::get);
         // FQCN weights by source MAC, for the weighted max-min shares.
-        let weights: Vec<(String, f64)> = cp
-            .and_then(|cp| cp.get("fqcn_weights")?.as_array())
-            .map(|ws| {
-                ws.iter()
-                    .filter_map(|w| {
-                        Some((
-                            w.get("mac")?.as_str()?.to_lowercase(),
-                            w.get("weight")?.as_integer()? as f64,
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let (q_eq, weights) = cp_settings(t);
+        meta.q_eq_bytes = q_eq;
         let mut rd = RunData::new(meta);
         let links = links_of(t);
         for (name, _, _, rate) in &links {
@@ -273,8 +192,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
                 Some(&iname),
             ));
         }
-        let d = dir.join(format!("{label}-s{seed}"));
-        write_run(&d, &rd, &ReportOptions::default()).unwrap();
+        write_results(&dir, label, seed, &rd);
     }
     Outcome {
         names,
@@ -286,60 +204,6 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         queue: queue.unwrap(),
         input_queue: input_queue.unwrap(),
     }
-}
-
-/// Links of the scenario: (name, a, b, rate).
-fn links_of(t: &toml::Table) -> Vec<(String, String, String, cnm_proto::Rate)> {
-    t["link"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            let l = l.as_table().unwrap();
-            let (a, b) = (l["a"].as_str().unwrap(), l["b"].as_str().unwrap());
-            let name = l
-                .get("name")
-                .and_then(|v| v.as_str())
-                .map_or_else(|| format!("{a}-{b}"), str::to_string);
-            let rate = l["rate"].as_str().unwrap().parse().unwrap();
-            (name, a.to_string(), b.to_string(), rate)
-        })
-        .collect()
-}
-
-/// Names of the links on the shortest path from `src` to `dst` (breadth-first), for the
-/// analysis library's max-min shares.
-fn path_of(
-    links: &[(String, String, String, cnm_proto::Rate)],
-    src: &str,
-    dst: &str,
-) -> Vec<String> {
-    let mut prev: std::collections::HashMap<String, (String, String)> = Default::default();
-    let mut queue = std::collections::VecDeque::from([src.to_string()]);
-    let mut seen = std::collections::HashSet::from([src.to_string()]);
-    while let Some(u) = queue.pop_front() {
-        for (name, a, b, _) in links {
-            let v = if *a == u {
-                b
-            } else if *b == u {
-                a
-            } else {
-                continue;
-            };
-            if seen.insert(v.clone()) {
-                prev.insert(v.clone(), (u.clone(), name.clone()));
-                queue.push_back(v.clone());
-            }
-        }
-    }
-    let mut path = Vec::new();
-    let mut at = dst.to_string();
-    while let Some((p, link)) = prev.get(&at) {
-        path.push(link.clone());
-        at = p.clone();
-    }
-    path.reverse();
-    path
 }
 
 /// Offered wire rate of a `cbr:R` flow called `name` (R counts frame octets; the wire adds
@@ -385,10 +249,6 @@ fn max_min_shares(t: &toml::Table) -> Vec<f64> {
         })
         .collect();
     max_min(&caps, &flows).unwrap()
-}
-
-fn gbps(x: f64) -> String {
-    format!("{:.3}", x / 1e9)
 }
 
 fn show(label: &str, seed: u64, o: &Outcome) {

@@ -15,14 +15,19 @@
 //! (`DIR/<scenario>-<variant>-s1/`, seed 1 only) with the analysis library's report writer.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::repro::{
+    bottleneck, cp_settings, gbps, links_of, path_of, per_flow, results_dir, s, scenario, set_cp,
+    source_macs, switch_drops, write_results,
+};
+
 use cnm_proto::{Duration, Instant, Rate};
-use std::path::PathBuf;
 use testbed::analysis::metrics::{
     convergence_time, fair_share_epochs, jain, mean_rate, mean_share, ConvergenceOptions, Epoch,
 };
 use testbed::analysis::model::Marker;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
-use testbed::report::{write_run, ReportOptions};
 use testbed::sim::host::HostNode;
 use testbed::sim::stats::wire_octets;
 use testbed::sim::topo::Topology;
@@ -30,37 +35,6 @@ use testbed::sim::topo::Topology;
 // ---------------------------------------------------------------------------------------------
 // Scenario editing.
 // ---------------------------------------------------------------------------------------------
-
-/// A scenario of `scenarios/repro/` as a TOML table, to be edited before the run.
-fn scenario(name: &str) -> toml::Table {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/repro")
-        .join(name);
-    std::fs::read_to_string(&path)
-        .unwrap()
-        .parse::<toml::Table>()
-        .unwrap()
-}
-
-fn table<'a>(t: &'a mut toml::Table, key: &str) -> &'a mut toml::Table {
-    t.entry(key.to_string())
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
-        .as_table_mut()
-        .unwrap()
-}
-
-/// Sets `cp.<key>` in the bridge of every switch.
-fn set_cp(t: &mut toml::Table, key: &str, v: toml::Value) {
-    for (_, sw) in table(t, "switch").iter_mut() {
-        let sw = sw.as_table_mut().unwrap();
-        let cp = table(table(sw, "bridge"), "cp");
-        cp.insert(key.to_string(), v.clone());
-    }
-}
-
-fn s(v: &str) -> toml::Value {
-    toml::Value::String(v.to_string())
-}
 
 /// The topology part of a scenario (without `[scenario]`, which `testbed run` reads).
 fn topology(t: &toml::Table, label: &str) -> Topology {
@@ -71,55 +45,6 @@ fn topology(t: &toml::Table, label: &str) -> Topology {
 
 fn secs(d: &str) -> f64 {
     d.parse::<Duration>().unwrap().as_secs_f64()
-}
-
-/// Links of the scenario: (name, a, b, rate).
-fn links_of(t: &toml::Table) -> Vec<(String, String, String, Rate)> {
-    t["link"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            let l = l.as_table().unwrap();
-            let (a, b) = (l["a"].as_str().unwrap(), l["b"].as_str().unwrap());
-            let name = l
-                .get("name")
-                .and_then(|v| v.as_str())
-                .map_or_else(|| format!("{a}-{b}"), str::to_string);
-            let rate = l["rate"].as_str().unwrap().parse().unwrap();
-            (name, a.to_string(), b.to_string(), rate)
-        })
-        .collect()
-}
-
-/// Names of the links on the shortest path from `src` to `dst` (breadth-first).
-fn path_of(links: &[(String, String, String, Rate)], src: &str, dst: &str) -> Vec<String> {
-    let mut prev: std::collections::HashMap<String, (String, String)> = Default::default();
-    let mut queue = std::collections::VecDeque::from([src.to_string()]);
-    let mut seen = std::collections::HashSet::from([src.to_string()]);
-    while let Some(u) = queue.pop_front() {
-        for (name, a, b, _) in links {
-            let v = if *a == u {
-                b
-            } else if *b == u {
-                a
-            } else {
-                continue;
-            };
-            if seen.insert(v.clone()) {
-                prev.insert(v.clone(), (u.clone(), name.clone()));
-                queue.push_back(v.clone());
-            }
-        }
-    }
-    let mut path = Vec::new();
-    let mut at = dst.to_string();
-    while let Some((p, link)) = prev.get(&at) {
-        path.push(link.clone());
-        at = p.clone();
-    }
-    path.reverse();
-    path
 }
 
 /// Average offered wire rate of a `cbr:R` or `onoff:R,on=B` flow, for its max-min demand cap.
@@ -224,42 +149,14 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let duration = topo.duration;
     let bn_name = topo.output.bottleneck.clone().unwrap();
     let (mut sim, built) = topo.build().unwrap();
-    let bn = built.bottleneck.unwrap();
-    let (sw, peer, _, _) = sim.link_ends(bn).unwrap();
-    let peer = peer.to_string();
-    let bn_port = sim.bridge(sw).unwrap().port_id(&peer).unwrap();
-    let mac_of = |sim: &testbed::sim::Sim, name: &str| {
-        let id = built.hosts.iter().find(|(n, _)| n == name).unwrap().1;
-        sim.node::<HostNode>(id).unwrap().mac()
-    };
-    let macs: Vec<_> = built.flows.iter().map(|f| mac_of(&sim, &f.2)).collect();
+    let (sw, peer, bn_port) = bottleneck(&sim, &built);
+    let macs = source_macs(&sim, &built);
     // Wire octets received of each flow so far: the frames' octets plus FCS, preamble, SFD
     // and inter-frame gap (24 per frame; every frame here is above the 60-octet minimum).
     let counters = |sim: &testbed::sim::Sim| -> Vec<u64> {
-        built
-            .flows
-            .iter()
-            .zip(&macs)
-            .map(|((_, id, _, dst, _, _), mac)| {
-                let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
-                sim.node::<HostNode>(d)
-                    .unwrap()
-                    .sink()
-                    .flows()
-                    .find(|((m, f), _)| m == mac && f == id)
-                    .map_or(0, |(_, c)| c.bytes + c.frames * (wire_octets(60) - 60))
-            })
-            .collect()
-    };
-    let switch_drops = |sim: &testbed::sim::Sim| -> u64 {
-        built
-            .switches
-            .iter()
-            .map(|(_, id)| {
-                let b = sim.bridge(*id).unwrap();
-                b.stats().ports.iter().map(|p| p.drops).sum::<u64>()
-            })
-            .sum()
+        per_flow(sim, &built, &macs, |c| {
+            c.map_or(0, |c| c.bytes + c.frames * (wire_octets(60) - 60))
+        })
     };
 
     // The analysis model: links with their capacity steps, flows with paths, weights, demands
@@ -267,28 +164,8 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let links = links_of(t);
     let mut meta = RunMeta::new(label, "sim", duration.as_secs_f64(), seed);
     meta.variant = Some(label.to_string());
-    let cp = t["switch"]
-        .as_table()
-        .unwrap()
-        .values()
-        .filter_map(|s| s.get("bridge")?.get("cp")?.as_table())
-        .find(|cp| cp.get("placement").and_then(|v| v.as_str()) != Some("off"));
-    meta.q_eq_bytes = cp
-        .and_then(|cp| cp.get("cp_queue_set_point")?.as_str()?.parse().ok())
-        .map(cnm_proto::Bytes::get);
-    let weights: Vec<(String, f64)> = cp
-        .and_then(|cp| cp.get("fqcn_weights")?.as_array())
-        .map(|ws| {
-            ws.iter()
-                .filter_map(|w| {
-                    Some((
-                        w.get("mac")?.as_str()?.to_lowercase(),
-                        w.get("weight")?.as_integer()? as f64,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (q_eq, weights) = cp_settings(t);
+    meta.q_eq_bytes = q_eq;
     let events = t.get("event").and_then(|v| v.as_array());
     // Only the a→b direction of a link is modelled: the scenarios step that one.
     let steps_of = |name: &str| -> Vec<(f64, Rate)> {
@@ -357,11 +234,11 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
                 f.push_bps(t_s, bits as f64 * 1000.0);
             }
             prev = c;
-            drops.push((t_s, switch_drops(&sim)));
+            drops.push((t_s, switch_drops(&sim, &built)));
         }
     }
     let epochs = fair_share_epochs(&rd).unwrap();
-    if let Some(dir) = std::env::var_os("REPRO_RESULTS").filter(|_| seed == 1) {
+    if let Some(dir) = results_dir(seed) {
         let mut rd = rd.clone();
         let win = t
             .get("scenario")
@@ -377,8 +254,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         }
         let qname = q.name.clone();
         rd.add_bottleneck(Bottleneck::new(&bn_name, &bn_name, Some(&qname)));
-        let d = PathBuf::from(dir).join(format!("{label}-s{seed}"));
-        write_run(&d, &rd, &ReportOptions::default()).unwrap();
+        write_results(&dir, label, seed, &rd);
     }
     Outcome {
         rd,
@@ -386,10 +262,6 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         queue,
         drops,
     }
-}
-
-fn gbps(x: f64) -> String {
-    format!("{:.3}", x / 1e9)
 }
 
 fn list(v: &[f64]) -> String {
