@@ -7,7 +7,7 @@
 //!           [--cp-weight W] [--cp-sample-base BYTES] [--cnm-priority P]
 //!           [--config FILE.toml] [--ctl PATH] [--trace FILE] [--metrics ADDR]
 //! cp-switch ctl --socket PATH <show ports | show fdb | show queues | show cps | stats |
-//!                              set rate PORT RATE | set delay PORT DUR> [--json]
+//!                              set rate PORT RATE | set delay PORT DUR | set cp KEY=VALUE...> [--json]
 //! ```
 #![forbid(unsafe_code)]
 
