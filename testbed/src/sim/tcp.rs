@@ -206,6 +206,53 @@ struct Sender {
     restart_after_idle: bool,
 }
 
+impl Sender {
+    /// A connection at its start: nothing sent, the initial window of `init_segments`
+    /// segments, the retransmission timer at `rto_min`.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        conn: u32,
+        mac: EthernetAddress,
+        peer: EthernetAddress,
+        mss: u64,
+        init_segments: u64,
+        rto_min: Duration,
+        bulk: Option<(Instant, Instant)>,
+        restart_after_idle: bool,
+    ) -> Sender {
+        Sender {
+            conn,
+            mac,
+            peer,
+            mss,
+            limit: 0,
+            una: 0,
+            nxt: 0,
+            high: 0,
+            cwnd: mss * init_segments,
+            init_cwnd: mss * init_segments,
+            last_activity: Instant::ZERO,
+            idle_restarts: 0,
+            ssthresh: u64::MAX,
+            dupacks: 0,
+            recover: None,
+            retransmit: false,
+            rto_min,
+            rto: rto_min,
+            srtt: None,
+            rttvar: 0.0,
+            deadline: None,
+            probe: None,
+            timeouts: 0,
+            fast_retransmits: 0,
+            retransmitted: 0,
+            sent: 0,
+            bulk,
+            restart_after_idle,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Receiver {
     conn: u32,
@@ -244,36 +291,16 @@ impl TcpHost {
         client: EthernetAddress,
     ) {
         let mss = (inc.frame_len - HEADER) as u64;
-        self.senders.push(Sender {
+        self.senders.push(Sender::new(
             conn,
             mac,
-            peer: client,
+            client,
             mss,
-            limit: 0,
-            una: 0,
-            nxt: 0,
-            high: 0,
-            cwnd: mss * u64::from(inc.init_cwnd),
-            init_cwnd: mss * u64::from(inc.init_cwnd),
-            last_activity: Instant::ZERO,
-            idle_restarts: 0,
-            ssthresh: u64::MAX,
-            dupacks: 0,
-            recover: None,
-            retransmit: false,
-            rto_min: inc.rto_min,
-            rto: inc.rto_min,
-            srtt: None,
-            rttvar: 0.0,
-            deadline: None,
-            probe: None,
-            timeouts: 0,
-            fast_retransmits: 0,
-            retransmitted: 0,
-            sent: 0,
-            bulk: None,
-            restart_after_idle: inc.restart_after_idle,
-        });
+            u64::from(inc.init_cwnd),
+            inc.rto_min,
+            None,
+            inc.restart_after_idle,
+        ));
     }
 
     /// This host sends bulk flow `flow` (frames of `frame_len` octets) to `peer` from `start`
@@ -288,37 +315,17 @@ impl TcpHost {
         stop: Instant,
     ) {
         let mss = frame_len.saturating_sub(HEADER).max(1) as u64;
-        self.senders.push(Sender {
-            conn: bulk_conn(flow),
+        // Restart after idle (RFC 5681 §4.1) as for the incast servers.
+        self.senders.push(Sender::new(
+            bulk_conn(flow),
             mac,
             peer,
             mss,
-            limit: 0,
-            una: 0,
-            nxt: 0,
-            high: 0,
-            cwnd: mss * BULK_INIT_CWND,
-            init_cwnd: mss * BULK_INIT_CWND,
-            last_activity: Instant::ZERO,
-            idle_restarts: 0,
-            ssthresh: u64::MAX,
-            dupacks: 0,
-            recover: None,
-            retransmit: false,
-            rto_min: BULK_RTO_MIN,
-            rto: BULK_RTO_MIN,
-            srtt: None,
-            rttvar: 0.0,
-            deadline: None,
-            probe: None,
-            timeouts: 0,
-            fast_retransmits: 0,
-            retransmitted: 0,
-            sent: 0,
-            bulk: Some((start, stop)),
-            // RFC 5681 §4.1, as for the incast servers.
-            restart_after_idle: true,
-        });
+            BULK_INIT_CWND,
+            BULK_RTO_MIN,
+            Some((start, stop)),
+            true,
+        ));
     }
 
     /// This host receives bulk flow `flow` from `peer`.
