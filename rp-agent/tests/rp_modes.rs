@@ -5,11 +5,12 @@
 
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::rate_feedback::build_rate_feedback_frame;
-use cnm_proto::wire::{
-    build_cnm, walk, CnmParams, CpId, EthernetAddress, RateFeedbackRepr, VlanInfo,
-};
+use cnm_proto::wire::{walk, EthernetAddress, RateFeedbackRepr, VlanInfo};
 use cnm_proto::{Bytes, Duration, Instant, Rate};
 use rp_agent::{Agent, AgentConfig, Event, RpMode, RpParams, RpState};
+
+mod support;
+use support::{cnm, cpid};
 
 const HOST: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const PEER: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
@@ -17,10 +18,6 @@ const PEER2: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 3]);
 const SW_A: EthernetAddress = EthernetAddress([2, 0xee, 0, 0, 0, 1]);
 const SW_B: EthernetAddress = EthernetAddress([2, 0xee, 0, 0, 0, 2]);
 const SW_C: EthernetAddress = EthernetAddress([2, 0xee, 0, 0, 0, 3]);
-
-fn cpid(sw: EthernetAddress) -> CpId {
-    CpId::new(sw, 8 + 3)
-}
 
 /// A host frame of `len` octets to `dst` (tagged on the way up: +4, +4 more with a CN-TAG).
 fn frame(dst: EthernetAddress, len: usize) -> Vec<u8> {
@@ -44,24 +41,6 @@ fn cfg(line: Rate, mode: RpMode, rp: RpParams) -> AgentConfig {
         },
         ..AgentConfig::default()
     }
-}
-
-/// A CNM from switch `sw` about `sampled` (a frame as sent up by the agent).
-fn cnm(sampled: &[u8], sw: EthernetAddress, fb: u8) -> Vec<u8> {
-    let mut out = vec![0u8; 128];
-    let p = CnmParams {
-        cp_mac: sw,
-        cpid: cpid(sw),
-        qntz_fb: fb,
-        q_offset: 10,
-        q_delta: 2,
-        cnm_priority: 6,
-        default_priority: 0,
-        max_msdu: 64,
-    };
-    let n = build_cnm(sampled, &p, &mut out).unwrap();
-    out.truncate(n);
-    out
 }
 
 /// A rate-feedback message from switch `sw` advertising `rate` for (`dst`, priority 3) frames.

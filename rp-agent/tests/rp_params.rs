@@ -4,9 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 use cnm_proto::rng::Rng;
-use cnm_proto::wire::{build_cnm, CnmParams, CpId, EthernetAddress};
+use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
 use rp_agent::{Agent, AgentConfig, Event, RpChange, RpMode, RpParams, RpState};
+
+mod support;
+use support::cnm;
 
 const HOST: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
 const PEER: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 2]);
@@ -18,23 +21,6 @@ fn frame(len: usize) -> Vec<u8> {
     f[6..12].copy_from_slice(&HOST.0);
     f[12..14].copy_from_slice(&[0x88, 0xb6]);
     f
-}
-
-fn cnm(sampled: &[u8], fb: u8) -> Vec<u8> {
-    let mut out = vec![0u8; 128];
-    let p = CnmParams {
-        cp_mac: SW,
-        cpid: CpId::new(SW, 11),
-        qntz_fb: fb,
-        q_offset: 10,
-        q_delta: 2,
-        cnm_priority: 6,
-        default_priority: 0,
-        max_msdu: 64,
-    };
-    let n = build_cnm(sampled, &p, &mut out).unwrap();
-    out.truncate(n);
-    out
 }
 
 /// An agent at 1 Gb/s with one flow rate-limited by a CNM with QntzFb 63 (CR ≈ 508 Mb/s).
@@ -58,7 +44,7 @@ fn limited(mode: RpMode) -> (Agent, Instant) {
         up.push(f.to_vec());
         true
     });
-    a.handle_uplink(now, &cnm(&up[0], 63));
+    a.handle_uplink(now, &cnm(&up[0], SW, 63));
     let rate = a.flows()[0].cr_bps;
     assert!(rate < 600_000_000, "{rate}");
     a.drain_events(&mut |_| {});
