@@ -12,6 +12,9 @@ have iperf3 || need_apt+=(iperf3)
 have tshark || need_apt+=(tshark)
 have ping || need_apt+=(iputils-ping)
 have jq || need_apt+=(jq)
+have curl || need_apt+=(curl)
+# promtool (from Debian's prometheus package) lints both daemons' metrics in the tests.
+have promtool || need_apt+=(prometheus)
 # The testbed's plots render their text with DejaVu Sans.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 

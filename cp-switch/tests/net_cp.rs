@@ -218,6 +218,7 @@ fn cnms_reach_the_sender_through_a_real_switch() {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let trace_path = ctl_path.with_extension("jsonl");
+    ip(&["-n", topo.sw(), "link", "set", "lo", "up"]).unwrap();
     let child = Command::new("ip")
         .args(["netns", "exec", topo.sw()])
         .arg(env!("CARGO_BIN_EXE_cp-switch"))
@@ -230,6 +231,8 @@ fn cnms_reach_the_sender_through_a_real_switch() {
         .arg(&ctl_path)
         .arg("--trace")
         .arg(&trace_path)
+        // The namespace has its own loopback: a fixed port cannot collide.
+        .args(["--metrics", "127.0.0.1:9464"])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -339,6 +342,44 @@ fn cnms_reach_the_sender_through_a_real_switch() {
     let shown = ctl(&daemon.ctl, &["show", "cps"]).unwrap();
     assert_eq!(shown.as_array().unwrap().len(), 3);
     assert_eq!(shown[2]["id"], cpid.to_string().as_str());
+
+    // The same counters in the Prometheus exposition.
+    let scrape = |path: &str| {
+        let o = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                topo.sw(),
+                "curl",
+                "-s",
+                "-w",
+                "\n%{http_code}",
+            ])
+            .arg(format!("http://127.0.0.1:9464{path}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let text = scrape("/metrics");
+    assert!(text.ends_with("\n200"), "{text}");
+    let text = text.trim_end_matches("200");
+    let line = text
+        .lines()
+        .find(|l| {
+            l.starts_with("cpswitch_cp_cnms_per_destination_total{")
+                && l.contains(&format!("cp=\"{cpid}\""))
+                && l.contains(&format!("destination=\"{}\"", mac_str(H1)))
+        })
+        .unwrap_or_else(|| panic!("no per-destination CNM series: {text}"));
+    let n: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(n >= cnms.len() as u64, "{line}");
+    assert!(text.contains("# TYPE cpswitch_cp_qlen_bytes gauge\n"));
+    assert!(text.contains("cpswitch_port_rate_bytes_per_second{"));
+    match daemon_kit::exposition::promtool_check(text) {
+        None => eprintln!("promtool check skipped: promtool not installed"),
+        Some(r) => r.unwrap(),
+    }
+    assert!(scrape("/").ends_with("\n404"));
 
     // The trace records every CNM as an event.
     daemon.stop();

@@ -341,6 +341,8 @@ fn daemon_applies_a_cnm_from_the_wire() {
             sock.to_str().unwrap(),
             "--trace",
             trace.to_str().unwrap(),
+            "--metrics",
+            "127.0.0.1:9465",
         ],
     );
     let t = Instant::now();
@@ -431,6 +433,44 @@ fn daemon_applies_a_cnm_from_the_wire() {
     assert_eq!(f["tr_bps"], 100_000_000, "{f}");
     assert_eq!(f["rpid"].as_u64().unwrap(), u64::from(rpid));
     assert!(f["state"] == "fr" || f["state"] == "ai", "{f}");
+    // The same flow in the Prometheus exposition (namespace-local loopback, so a fixed port).
+    let scrape = |path: &str| {
+        let o = sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &a,
+            "curl",
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            &format!("http://127.0.0.1:9465{path}"),
+        ]);
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let text = scrape("/metrics");
+    assert!(text.ends_with("\n200"), "{text}");
+    let text = text.trim_end_matches("200");
+    let labels = format!(
+        "{{destination=\"{b_mac}\",flow=\"{}\",priority=\"3\"}}",
+        f["flow"]
+    );
+    assert!(
+        text.contains(&format!("rpagent_flow_cnms_applied_total{labels} 1\n")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "rpagent_flow_current_rate_bytes_per_second{labels} 6347656.25\n"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("rpagent_cnms_applied_total 1\n"), "{text}");
+    match daemon_kit::exposition::promtool_check(text) {
+        None => eprintln!("promtool check skipped: promtool not installed"),
+        Some(r) => r.unwrap(),
+    }
+    assert!(scrape("/").ends_with("\n404"));
     net.terminate(agent);
     let out = net.wait(agent, Duration::from_secs(10));
     assert!(

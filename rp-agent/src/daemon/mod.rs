@@ -1,8 +1,9 @@
 //! The `rp-agent` binary around the sans-IO [`rp_agent::Agent`]: the TAP ⇄ uplink daemon
-//! ([`run`]), the generator and sink modes ([`traffic`]), the control socket ([`ctl`]) and the
-//! JSON-lines trace ([`cnm_proto::phy::trace`]).
+//! ([`run`]), the generator and sink modes ([`traffic`]), the control socket ([`ctl`]), Prometheus
+//! metrics ([`metrics`]) and the JSON-lines trace ([`cnm_proto::phy::trace`]).
 
 pub mod ctl;
+pub mod metrics;
 pub mod run;
 pub mod traffic;
 

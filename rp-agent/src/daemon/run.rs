@@ -171,6 +171,12 @@ pub struct RunArgs {
     /// JSON-lines trace of every rate change and CNM.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback unless --metrics-allow-remote).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Allow a non-loopback --metrics address.
+    #[arg(long)]
+    pub metrics_allow_remote: bool,
 }
 
 /// Runs the daemon until `term` is set.
@@ -216,6 +222,16 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             CtlServer::start(p, req_tx.clone(), Command::parse)
                 .map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
         ),
+        None => None,
+    };
+    let _metrics = match args.metrics {
+        Some(a) => {
+            let m =
+                super::metrics::MetricsServer::start(a, args.metrics_allow_remote, req_tx.clone())
+                    .map_err(|e| DaemonError::Config(format!("metrics {a}: {e}")))?;
+            eprintln!("rp-agent: metrics at http://{}/metrics", m.local_addr());
+            Some(m)
+        }
         None => None,
     };
     drop(req_tx);
