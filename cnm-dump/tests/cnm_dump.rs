@@ -1,10 +1,11 @@
 //! Runs the `cnm-dump` binary on the demo capture (frames emitted by `cnm-proto`) and checks
 //! its JSON lines field by field, the malformed line, `--all`, `--count`, the text output and
-//! the exit codes for unreadable files; and, as root, a live capture on a veth pair inside a
-//! network namespace of its own.
+//! the exit codes for unreadable files; the same capture as pcapng (written by the `pcap-file`
+//! crate, and by Wireshark's `editcap` when installed); and, as root, a live capture on a veth
+//! pair inside a network namespace of its own.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../examples/demo_pcap.rs"]
+#[path = "../../cnm-proto/examples/demo_pcap.rs"]
 mod demo;
 
 use std::path::{Path, PathBuf};
@@ -546,4 +547,131 @@ fn live_capture_exits_cleanly_on_sigint_and_sigterm() {
         };
         assert_eq!(status.code(), Some(0), "exit status after {signal}");
     }
+}
+
+/// Rewrites a classic pcap as pcapng with the `pcap-file` crate: one interface of link type
+/// `linktype` with `if_tsresol` = `tsresol` (6 or 9), one enhanced packet block per record.
+fn to_pcapng(
+    pcap: &Path,
+    out: &Path,
+    tsresol: u8,
+    big_endian: bool,
+    linktype: pcap_file::DataLink,
+) {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
+    use pcap_file::pcapng::PcapNgWriter;
+    use pcap_file::Endianness;
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(pcap).unwrap()).unwrap();
+    let endianness = if big_endian {
+        Endianness::Big
+    } else {
+        Endianness::Little
+    };
+    let file = std::fs::File::create(out).unwrap();
+    let mut w = PcapNgWriter::with_endianness(file, endianness).unwrap();
+    w.write_pcapng_block(InterfaceDescriptionBlock {
+        linktype,
+        snaplen: 0,
+        options: vec![InterfaceDescriptionOption::IfTsResol(tsresol)],
+    })
+    .unwrap();
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        let ns = u64::try_from(p.timestamp.as_nanos()).unwrap();
+        let units = if tsresol == 9 { ns } else { ns / 1000 };
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: 0,
+            // The crate writes a Duration's nanoseconds as the raw time stamp.
+            timestamp: Duration::from_nanos(units),
+            original_len: p.orig_len,
+            data: p.data,
+            options: vec![],
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn pcapng_prints_the_same_lines_as_pcap() {
+    let dir = temp_dir("dump-pcapng");
+    let (pcap, frames) = demo_pcap(&dir);
+    let want = json_lines(&run(&["--json", "--all"], Some(&pcap)));
+    assert_eq!(want.len(), frames.len());
+    for (tsresol, big) in [(9, false), (6, true)] {
+        let ng = dir.path().join(format!("demo-{tsresol}-{big}.pcapng"));
+        to_pcapng(&pcap, &ng, tsresol, big, pcap_file::DataLink::ETHERNET);
+        assert_eq!(&std::fs::read(&ng).unwrap()[..4], &[0x0a, 0x0d, 0x0d, 0x0a]);
+        let out = run(&["--json", "--all"], Some(&ng));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(
+            json_lines(&out),
+            want,
+            "if_tsresol {tsresol}, big endian {big}"
+        );
+        let text = run(&[], Some(&ng));
+        assert_eq!(text.stdout, run(&[], Some(&pcap)).stdout);
+    }
+}
+
+/// Wireshark's own writer: `editcap -F pcapng`, skipped with a note when not installed.
+#[test]
+fn pcapng_from_editcap_prints_the_same_lines_as_pcap() {
+    let dir = temp_dir("dump-editcap");
+    let (pcap, _) = demo_pcap(&dir);
+    let ng = dir.path().join("demo.pcapng");
+    let made = Command::new("editcap")
+        .args(["-F", "pcapng"])
+        .arg(&pcap)
+        .arg(&ng)
+        .output();
+    match made {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("editcap failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => {
+            eprintln!("skipped: editcap not available ({e}); scripts/install-deps.sh installs it");
+            return;
+        }
+    }
+    let out = run(&["--json", "--all"], Some(&ng));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        json_lines(&out),
+        json_lines(&run(&["--json", "--all"], Some(&pcap)))
+    );
+}
+
+#[test]
+fn pcapng_cut_short_prints_the_rest_warns_and_exits_0() {
+    let dir = temp_dir("dump-pcapng-cut");
+    let (pcap, _) = demo_pcap(&dir);
+    let ng = dir.path().join("demo.pcapng");
+    to_pcapng(&pcap, &ng, 9, false, pcap_file::DataLink::ETHERNET);
+    let full = json_lines(&run(&["--json", "--all"], Some(&ng)));
+    let bytes = std::fs::read(&ng).unwrap();
+    let cut = dir.path().join("cut.pcapng");
+    std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
+    let out = run(&["--json", "--all"], Some(&cut));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(json_lines(&out), full[..full.len() - 1]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+    // Only the section header's start: not a readable file.
+    let short = dir.path().join("short.pcapng");
+    std::fs::write(&short, &bytes[..10]).unwrap();
+    assert_eq!(run(&[], Some(&short)).status.code(), Some(2));
+}
+
+#[test]
+fn pcapng_of_another_link_type_exits_2() {
+    let dir = temp_dir("dump-pcapng-sll");
+    let (pcap, _) = demo_pcap(&dir);
+    let ng = dir.path().join("sll.pcapng");
+    to_pcapng(&pcap, &ng, 9, false, pcap_file::DataLink::LINUX_SLL);
+    let out = run(&["--json"], Some(&ng));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not Ethernet"), "{stderr}");
 }

@@ -1,5 +1,12 @@
-//! `cnm-dump`: prints the congestion-notification traffic of a pcap file or a live interface,
+//! `cnm-dump`: prints the congestion-notification traffic of a capture file or a live interface,
 //! one line per frame, in capture order.
+//!
+//! Files may be classic pcap (what the testbed and `tcpdump -w` write; read with
+//! [`cnm_proto::phy::pcap`]) or pcapng (Wireshark's and `tshark -w`'s default; read with the
+//! `pcap-file` crate). The format is told by the file's first four octets: `0a 0d 0d 0a` is a
+//! pcapng section header. In pcapng every packet names its interface; its link type must be
+//! Ethernet and its time stamps are converted with the interface's `if_tsresol` (default
+//! microseconds) and `if_tsoffset`. Simple packet blocks carry no time stamp and print time 0.
 //!
 //! Frames shown: CNMs (EtherType 0x22E7, IEEE 802.1Q clause 33.4), CN-tagged frames (0x22E9,
 //! clause 33.3), 802.3x PAUSE and 802.1Qbb PFC (0x8808) and the project's experimental
@@ -9,14 +16,14 @@
 //! A frame of one of these EtherTypes that does not parse prints a `malformed` line with the
 //! error and the run goes on. Exit status: 0 when the file's header was readable (and for live
 //! capture stopped by SIGINT/SIGTERM or `--count`), 2 when the file cannot be read at all
-//! (missing, not a pcap file, header cut short) or the interface cannot be opened.
+//! (missing, neither pcap nor pcapng, header cut short) or the interface cannot be opened.
 //!
 //! A capture cut short in the middle of its last record (a writer that was killed, a capture
 //! still being written) is not an error of the frames before it: they are printed, a warning
 //! naming the truncated record goes to stderr, and the exit status stays 0. A corrupt record
 //! (a captured length no capture can have) or a read error is different: the lines before it
 //! are printed, then an error, and the exit status is 2. Files of another link type than
-//! Ethernet are refused with status 2.
+//! Ethernet are refused with status 2 (in pcapng: at the first packet of such an interface).
 //!
 //! `--json` prints one JSON object per line. Keys: `ts` (a string, `seconds.nanoseconds` since
 //! the Unix epoch: exact, unlike a JSON float), `kind` (`cnm`,
@@ -31,7 +38,7 @@
 #![forbid(unsafe_code)]
 
 use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,16 +53,19 @@ use cnm_proto::wire::{
     self, CnmRepr, EtherType, EthernetAddress, MacControlRepr, RateFeedbackRepr,
 };
 use cnm_proto::{Duration, Instant};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
 
 /// `LINKTYPE_ETHERNET` (tcpdump.org link-layer header types).
 const LINKTYPE_ETHERNET: u32 = 1;
 
-/// Print CNMs, CN-tagged frames, PAUSE/PFC and rate feedback from a pcap file or an interface.
+/// Print CNMs, CN-tagged frames, PAUSE/PFC and rate feedback from a pcap or pcapng file or an
+/// interface.
 #[derive(Debug, Parser)]
 #[command(name = "cnm-dump", version, about)]
 #[command(group = clap::ArgGroup::new("source").required(true).args(["file", "iface"]))]
 struct Args {
-    /// Classic pcap file (LINKTYPE_ETHERNET) to read.
+    /// Capture file to read: pcap or pcapng, Ethernet link type.
     file: Option<PathBuf>,
     /// Capture live on this interface (AF_PACKET, needs CAP_NET_RAW).
     #[arg(long, short = 'i', value_name = "IF")]
@@ -486,6 +496,9 @@ fn wall_clock() -> Instant {
     Instant::from_nanos(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// The first octets of a pcapng file: the section header block's type.
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+
 fn run_file(path: &PathBuf, args: &Args, p: &mut Printer, stop: &AtomicBool) -> ExitCode {
     let file = match File::open(path) {
         Ok(f) => f,
@@ -494,7 +507,18 @@ fn run_file(path: &PathBuf, args: &Args, p: &mut Printer, stop: &AtomicBool) -> 
             return ExitCode::from(2);
         }
     };
-    let mut reader = match PcapReader::new(BufReader::new(file)) {
+    let mut file = BufReader::new(file);
+    let is_pcapng = match file.fill_buf() {
+        Ok(b) => b.starts_with(&PCAPNG_MAGIC),
+        Err(e) => {
+            eprintln!("cnm-dump: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    if is_pcapng {
+        return run_pcapng(path, file, args, p, stop);
+    }
+    let mut reader = match PcapReader::new(file) {
         Ok(r) => r,
         Err(e) => {
             eprintln!(
@@ -534,6 +558,136 @@ fn run_file(path: &PathBuf, args: &Args, p: &mut Printer, stop: &AtomicBool) -> 
                 let _ = p.out.flush();
                 eprintln!("cnm-dump: {}: {e}", path.display());
                 return ExitCode::from(2);
+            }
+        }
+    }
+    let _ = p.out.flush();
+    ExitCode::SUCCESS
+}
+
+/// What a packet needs from its interface description.
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    linktype: DataLink,
+    /// `if_tsresol`: bit 7 clear = 10^-n s per unit, set = 2^-n s (pcapng section 4.2).
+    tsresol: u8,
+    /// `if_tsoffset`: seconds added to every time stamp.
+    tsoffset: u64,
+}
+
+/// A pcapng time stamp (in the interface's units) as nanoseconds since the epoch.
+fn pcapng_nanos(raw: u64, iface: &Interface) -> u64 {
+    let raw = u128::from(raw);
+    let n = u32::from(iface.tsresol & 0x7f);
+    let ns = if iface.tsresol & 0x80 == 0 {
+        match n {
+            0..=9 => raw * 10u128.pow(9 - n),
+            _ => raw / 10u128.pow((n - 9).min(38)),
+        }
+    } else {
+        (raw * 1_000_000_000) >> n.min(127)
+    };
+    let ns = ns + u128::from(iface.tsoffset) * 1_000_000_000;
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+fn run_pcapng(
+    path: &PathBuf,
+    file: impl Read,
+    args: &Args,
+    p: &mut Printer,
+    stop: &AtomicBool,
+) -> ExitCode {
+    let mut reader = match PcapNgReader::new(file) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "cnm-dump: {} is not a readable pcapng file: {e}",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let mut interfaces: Vec<Interface> = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let block = match reader.next_block() {
+            None => break,
+            Some(Ok(b)) => b,
+            Some(Err(pcap_file::PcapError::IoError(e)))
+                if e.kind() == io::ErrorKind::UnexpectedEof =>
+            {
+                let _ = p.out.flush();
+                eprintln!(
+                    "cnm-dump: warning: {}: capture cut short, last block ignored",
+                    path.display()
+                );
+                break;
+            }
+            Some(Err(e)) => {
+                let _ = p.out.flush();
+                eprintln!("cnm-dump: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        };
+        let (iface, raw_ts, data) = match block {
+            // A new section starts its own interface numbering.
+            Block::SectionHeader(_) => {
+                interfaces.clear();
+                continue;
+            }
+            Block::InterfaceDescription(d) => {
+                let mut i = Interface {
+                    linktype: d.linktype,
+                    tsresol: 6,
+                    tsoffset: 0,
+                };
+                for o in &d.options {
+                    use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption as O;
+                    match o {
+                        O::IfTsResol(r) => i.tsresol = *r,
+                        O::IfTsOffset(s) => i.tsoffset = *s,
+                        _ => {}
+                    }
+                }
+                interfaces.push(i);
+                continue;
+            }
+            // The crate keeps the raw 64-bit time stamp in a Duration's nanoseconds.
+            Block::EnhancedPacket(b) => (
+                b.interface_id as usize,
+                u64::try_from(b.timestamp.as_nanos()).unwrap_or(u64::MAX),
+                b.data,
+            ),
+            Block::Packet(b) => (usize::from(b.interface_id), b.timestamp, b.data),
+            Block::SimplePacket(b) => (0, 0, b.data),
+            _ => continue,
+        };
+        let Some(i) = interfaces.get(iface).copied() else {
+            let _ = p.out.flush();
+            eprintln!(
+                "cnm-dump: {}: packet on interface {iface}, which the file does not describe",
+                path.display()
+            );
+            return ExitCode::from(2);
+        };
+        if i.linktype != DataLink::ETHERNET {
+            let _ = p.out.flush();
+            eprintln!(
+                "cnm-dump: {}: interface {iface}: link type {} is not Ethernet (1)",
+                path.display(),
+                u32::from(i.linktype)
+            );
+            return ExitCode::from(2);
+        }
+        // Simple packet blocks have no time stamp.
+        let ns = if raw_ts == 0 {
+            0
+        } else {
+            pcapng_nanos(raw_ts, &i)
+        };
+        if let Some(line) = describe(Instant::from_nanos(ns), &data, args.all) {
+            if let Flow::Stop = p.print(&line) {
+                break;
             }
         }
     }
@@ -614,5 +768,34 @@ fn main() -> ExitCode {
         (None, Some(ifname)) => run_live(ifname, &args, &mut printer, &stop),
         // clap's argument group makes one of the two mandatory.
         (None, None) => ExitCode::from(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pcapng_time_stamps_follow_the_interface_resolution() {
+        let i = |tsresol, tsoffset| Interface {
+            linktype: DataLink::ETHERNET,
+            tsresol,
+            tsoffset,
+        };
+        // Default: microseconds.
+        assert_eq!(
+            pcapng_nanos(1_700_000_000_123_456, &i(6, 0)),
+            1_700_000_000_123_456_000
+        );
+        // Nanoseconds.
+        assert_eq!(pcapng_nanos(42, &i(9, 0)), 42);
+        // Picoseconds: 10^-12 s.
+        assert_eq!(pcapng_nanos(5_000, &i(12, 0)), 5);
+        // Binary: 2^-10 s units, 1024 of them make 1 s.
+        assert_eq!(pcapng_nanos(1024, &i(0x80 | 10, 0)), 1_000_000_000);
+        // Offset in seconds.
+        assert_eq!(pcapng_nanos(1, &i(0, 10)), 11_000_000_000);
+        // Absurd values saturate instead of panicking.
+        assert_eq!(pcapng_nanos(u64::MAX, &i(0, u64::MAX)), u64::MAX);
     }
 }
