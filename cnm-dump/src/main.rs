@@ -592,7 +592,7 @@ fn pcapng_nanos(raw: u64, iface: &Interface) -> u64 {
 }
 
 fn run_pcapng(
-    path: &PathBuf,
+    path: &std::path::Path,
     file: impl Read,
     args: &Args,
     p: &mut Printer,
