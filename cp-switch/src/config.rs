@@ -544,9 +544,6 @@ impl BridgeConfig {
     }
 }
 
-/// `KEY = VALUE` command-line pairs as TOML (shared with the other daemon).
-pub use cnm_proto::phy::ctl::{overrides_table, toml_value};
-
 fn check_priority(field: &str, p: u8) -> Result<(), ConfigError> {
     if usize::from(p) < NUM_PRIORITIES {
         Ok(())

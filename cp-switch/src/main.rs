@@ -6,19 +6,23 @@
 //!           [--buffer BYTES] [--cp output|input|off] [--cnpv P[,P]] [--cp-set-point BYTES]
 //!           [--cp-weight W] [--cp-sample-base BYTES] [--cnm-priority P]
 //!           [--config FILE.toml] [--ctl PATH] [--trace FILE] [--metrics ADDR]
+//!           [--die-with-parent]
 //! cp-switch ctl --socket PATH <show ports | show fdb | show queues | show cps | stats |
 //!                              set rate PORT RATE | set delay PORT DUR | set cp KEY=VALUE...> [--json]
 //! ```
+//!
+//! Exit status: 0 after SIGINT/SIGTERM, 2 for an invalid configuration (command line, file,
+//! interface, control socket path), 1 for a run-time failure; `ctl` exits 1 when the daemon
+//! cannot be reached or refuses the command, 141 when its output pipe closed early.
 #![forbid(unsafe_code)]
 
 mod daemon;
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use daemon::{cli::RunArgs, ctl, driver};
+use daemon_kit::process::{self, out, outln};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,11 +70,11 @@ fn main() {
             match ctl::client(&socket, &words) {
                 Ok(v) => {
                     if json {
-                        println!("{v}");
+                        outln(&v.to_string());
                     } else if v.is_array() {
-                        print!("{}", ctl::print_table(&v));
+                        out(&ctl::print_table(&v));
                     } else {
-                        println!("{v:#}");
+                        outln(&format!("{v:#}"));
                     }
                 }
                 Err(e) => {
@@ -92,17 +96,16 @@ fn main() {
                 Ok(a) => a,
                 Err(e) => {
                     eprintln!("cp-switch: {e}");
-                    std::process::exit(2);
+                    std::process::exit(daemon_kit::error::EXIT_CONFIG);
                 }
             };
-            let term = Arc::new(AtomicBool::new(false));
-            for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-                if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
-                    eprintln!("cp-switch: cannot install signal handler: {e}");
-                    std::process::exit(1);
+            let started = process::term_flag().and_then(|term| {
+                if args.die_with_parent {
+                    process::die_with_parent()?;
                 }
-            }
-            if let Err(e) = driver::run(args, term) {
+                driver::run(args, term)
+            });
+            if let Err(e) = started {
                 eprintln!("cp-switch: {e}");
                 std::process::exit(e.exit_code());
             }

@@ -452,9 +452,6 @@ impl AgentConfig {
     }
 }
 
-/// `KEY = VALUE` command-line pairs as TOML (shared with the other daemon).
-pub use cnm_proto::phy::ctl::{overrides_table, toml_value};
-
 fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {
     let s = Option::<String>::deserialize(d)?;
     s.map(|s| EthernetAddress::from_str(&s).map_err(serde::de::Error::custom))

@@ -10,13 +10,16 @@
 //!   point), [`rp::explicit_rate`] (explicit-rate source); selected by [`RpMode`].
 //! * [`classify`] — flow keys; [`limiter`] — byte-accurate pacers; [`tagger`] — 802.1Q tag and
 //!   CN-TAG; [`pause`] — received PAUSE/PFC; [`stats`] — counters, views, events.
-//! * [`gen`] — traffic models and the sink.
+//! * [`gen`] — traffic models and the sink; [`held`] — frames refused with backpressure,
+//!   kept by their producer until the agent has room (the daemon, the generator, the
+//!   simulator).
 #![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod classify;
 pub mod config;
 pub mod gen;
+pub mod held;
 pub mod limiter;
 pub mod pause;
 pub mod pool;

@@ -7,6 +7,12 @@
 //! rp-agent sink --uplink IF [--duration D] [--json]
 //! rp-agent ctl --socket PATH <show flows | stats | set rate RATE | set rp KEY=VALUE...> [--json]
 //! ```
+//!
+//! `--die-with-parent` (every mode but `ctl`) shuts the process down when its parent dies.
+//! Exit status: 0 after SIGINT/SIGTERM or the end of `--duration`, 2 for an invalid
+//! configuration (flags, file, interface, control socket path), 1 for a run-time failure;
+//! `ctl` exits 1 when the daemon cannot be reached or refuses the command, 141 when its output
+//! pipe closed early.
 #![forbid(unsafe_code)]
 
 mod daemon;
@@ -17,6 +23,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use daemon::{ctl, run, traffic, DaemonError};
+use daemon_kit::process::{self, out, outln};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -53,18 +60,15 @@ enum Sub {
     },
 }
 
-fn signals() -> Arc<AtomicBool> {
-    let term = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        if let Err(e) = signal_hook::flag::register(sig, term.clone()) {
-            eprintln!("rp-agent: cannot install signal handler: {e}");
-            std::process::exit(1);
+/// Runs `mode` with the SIGINT/SIGTERM flag (and the parent-death signal if asked), then
+/// exits with the error's status if it failed.
+fn exit_on(die_with_parent: bool, mode: impl FnOnce(Arc<AtomicBool>) -> Result<(), DaemonError>) {
+    let r = process::term_flag().and_then(|term| {
+        if die_with_parent {
+            process::die_with_parent()?;
         }
-    }
-    term
-}
-
-fn exit_on(r: Result<(), DaemonError>) {
+        mode(term)
+    });
     if let Err(e) = r {
         eprintln!("rp-agent: {e}");
         std::process::exit(e.exit_code());
@@ -84,16 +88,16 @@ fn main() {
                 json = true;
             }
             match ctl::client(&socket, &words) {
-                Ok(v) if json => println!("{v}"),
-                Ok(v) => print!("{}", ctl::table(&v)),
+                Ok(v) if json => outln(&v.to_string()),
+                Ok(v) => out(&ctl::table(&v)),
                 Err(e) => {
                     eprintln!("rp-agent ctl: {e}");
                     std::process::exit(1);
                 }
             }
         }
-        Some(Sub::Gen(a)) => exit_on(traffic::gen(a, signals())),
-        Some(Sub::Sink(a)) => exit_on(traffic::sink(a, signals())),
-        None => exit_on(run::run(cli.run, signals())),
+        Some(Sub::Gen(a)) => exit_on(a.agent.die_with_parent, |t| traffic::gen(a, t)),
+        Some(Sub::Sink(a)) => exit_on(a.die_with_parent, |t| traffic::sink(a, t)),
+        None => exit_on(cli.run.agent.die_with_parent, |t| run::run(cli.run, t)),
     }
 }

@@ -219,6 +219,9 @@ pub struct AfPacketPort {
     empty_streak: u32,
     /// Used only if a slot ever lacks headroom for an in-place tag restore.
     scratch: Vec<u8>,
+    /// The longest frame the interface transmits: its MTU plus the Ethernet header (plus a
+    /// VLAN tag when the frame carries one, as the kernel allows).
+    max_untagged_len: usize,
     stats: PortStats,
 }
 
@@ -326,6 +329,9 @@ impl AfPacketPort {
             setsockopt(fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
                 .map_err(|e| PortError::io(ifname, "PACKET_MR_PROMISC", e))?;
         }
+        // Read once: an MTU change while the port is open shows up as kernel transmit errors
+        // (`tx_errors`) until the port is reopened.
+        let mtu = iface::mtu(ifname).unwrap_or(u32::MAX) as usize;
         let mut port = AfPacketPort {
             name: ifname.to_owned(),
             ifindex,
@@ -341,6 +347,7 @@ impl AfPacketPort {
             tx_pending: 0,
             empty_streak: 0,
             scratch: Vec::with_capacity(cfg.frame_size as usize + VLAN_HLEN),
+            max_untagged_len: mtu.saturating_add(14),
             stats: PortStats::default(),
         };
         // Start the drop counter from zero (reading PACKET_STATISTICS resets it).
@@ -537,6 +544,20 @@ impl Port for AfPacketPort {
                 reason: "larger than a transmit ring slot",
             });
         }
+        if frame.len() > self.max_untagged_len {
+            // The kernel allows 4 more octets for an 802.1Q/802.1ad tag (packet_snd's
+            // `packet_extra_vlan_len_allowed`).
+            let tpid = u16::from_be_bytes([frame[12], frame[13]]);
+            let tagged = tpid == 0x8100 || tpid == 0x88a8;
+            if !tagged || frame.len() > self.max_untagged_len + VLAN_HLEN {
+                self.stats.tx_oversize += 1;
+                return Err(PortError::BadFrame {
+                    iface: self.name.clone(),
+                    len: frame.len(),
+                    reason: "longer than the interface MTU allows",
+                });
+            }
+        }
         let p = self.slot(self.tx_off, self.tx_next);
         // SAFETY: as in recv_batch, the first field of the slot is the shared status word.
         let status_word = unsafe { &*p.cast::<AtomicU32>() };
@@ -603,6 +624,12 @@ impl Port for AfPacketPort {
 
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.sock.as_raw_fd())
+    }
+
+    fn counters(&mut self) -> PortStats {
+        // A failed PACKET_STATISTICS read (the socket is going away) keeps the last counts.
+        let _ = self.read_kernel_stats();
+        self.stats
     }
 }
 

@@ -13,11 +13,10 @@
 //!   host side of a reaction-point agent.
 //! * [`PipePort`] — an in-memory pair of bounded frame queues for tests.
 //! * [`pcap`] — classic libpcap capture files, writer and reader.
-//! * [`ctl`], [`trace`] — the daemons' control socket (generic over the command type) and
-//!   their `--trace` JSON-lines writer; safe code only.
-//! * [`clock`], [`poll`] — the monotonic clock and `ppoll` with nanosecond timeouts.
+//! * [`clock`], [`poll`] — the monotonic clock, the [`clock::Clock`] seam a daemon loop reads
+//!   time and sleeps through (real, or warped in tests), and `ppoll` with nanosecond timeouts.
 //! * [`iface`], [`offload`], [`netns`] — interface facts (index, MAC, MTU, flags), ethtool
-//!   offload control and network-namespace entry.
+//!   offload control and network-namespace entry; [`process`] — dying with the parent.
 //!
 //! Errors carry the interface name and the operation that failed ([`PortError`]);
 //! [`PortError::is_link_gone`] tells a port that vanished or went down (the caller marks it
@@ -30,15 +29,14 @@ use std::os::fd::RawFd;
 
 mod af_packet;
 pub mod clock;
-pub mod ctl;
 pub mod iface;
 pub mod netns;
 pub mod offload;
 pub mod pcap;
 mod pipe;
 pub mod poll;
+pub mod process;
 mod tap;
-pub mod trace;
 
 pub use af_packet::{AfPacketConfig, AfPacketPort};
 pub use pipe::PipePort;
@@ -61,6 +59,9 @@ pub trait Port {
     fn flush(&mut self) -> Result<(), PortError>;
     /// File descriptor to poll for readability, if any.
     fn raw_fd(&self) -> Option<RawFd>;
+    /// The port's counters now (an AF_PACKET port first adds the kernel's ring drops,
+    /// `PACKET_STATISTICS`).
+    fn counters(&mut self) -> PortStats;
 }
 
 impl<P: Port + ?Sized> Port for Box<P> {
@@ -79,10 +80,13 @@ impl<P: Port + ?Sized> Port for Box<P> {
     fn raw_fd(&self) -> Option<RawFd> {
         (**self).raw_fd()
     }
+    fn counters(&mut self) -> PortStats {
+        (**self).counters()
+    }
 }
 
-/// Monotonically increasing counters of one port (a snapshot; see each port's `stats()`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Monotonically increasing counters of one port (a snapshot; see [`Port::counters`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PortStats {
     /// Frames handed to the receive callback.
     pub rx_frames: u64,
@@ -107,8 +111,43 @@ pub struct PortStats {
     /// Transmit errors reported by the kernel that did not fail the port (frames dropped:
     /// `ENOBUFS`, malformed slots).
     pub tx_errors: u64,
+    /// Frames refused by `send` because they are longer than the interface's MTU allows (the
+    /// kernel would drop them); dropped, never transmitted.
+    pub tx_oversize: u64,
     /// Flush system calls made.
     pub flushes: u64,
+}
+
+impl PortStats {
+    /// Adds `other`'s counts to these (a port reopened keeps counting where it stopped).
+    pub fn accumulate(&mut self, other: &PortStats) {
+        let PortStats {
+            rx_frames,
+            rx_bytes,
+            rx_vlan_restored,
+            rx_dropped,
+            rx_truncated,
+            rx_outgoing_skipped,
+            tx_frames,
+            tx_bytes,
+            tx_full,
+            tx_errors,
+            tx_oversize,
+            flushes,
+        } = *other;
+        self.rx_frames += rx_frames;
+        self.rx_bytes += rx_bytes;
+        self.rx_vlan_restored += rx_vlan_restored;
+        self.rx_dropped += rx_dropped;
+        self.rx_truncated += rx_truncated;
+        self.rx_outgoing_skipped += rx_outgoing_skipped;
+        self.tx_frames += tx_frames;
+        self.tx_bytes += tx_bytes;
+        self.tx_full += tx_full;
+        self.tx_errors += tx_errors;
+        self.tx_oversize += tx_oversize;
+        self.flushes += flushes;
+    }
 }
 
 /// An I/O error of a port, an interface helper or an offload control, with context.

@@ -89,6 +89,12 @@ impl Port for PipePort {
             }
             if q.frames.is_empty() {
                 self.rx.clear_event();
+                if self.batch.is_empty() && !q.connected {
+                    // Everything the peer sent is delivered and it is gone: the link is down.
+                    return Err(PortError::Disconnected {
+                        iface: self.name.clone(),
+                    });
+                }
             }
         }
         // Callbacks run without the lock, so they may send on any port, this pair included.
@@ -135,6 +141,10 @@ impl Port for PipePort {
 
     fn raw_fd(&self) -> Option<RawFd> {
         self.rx.event.as_ref().map(|e| e.as_raw_fd())
+    }
+
+    fn counters(&mut self) -> PortStats {
+        self.stats
     }
 }
 
@@ -258,5 +268,11 @@ mod tests {
         drop(b);
         let e = a.send(&[1]).unwrap_err();
         assert!(e.is_link_gone());
+        // Frames the peer sent before it went are still delivered, then the loss shows.
+        let (mut a, mut b) = PipePort::pair(4);
+        b.send(&[2]).unwrap();
+        drop(b);
+        assert_eq!(a.recv_batch(8, &mut |f| assert_eq!(f, [2])).unwrap(), 1);
+        assert!(a.recv_batch(8, &mut |_| {}).unwrap_err().is_link_gone());
     }
 }

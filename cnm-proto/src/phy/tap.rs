@@ -192,4 +192,8 @@ impl Port for TapPort {
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.fd.as_raw_fd())
     }
+
+    fn counters(&mut self) -> PortStats {
+        self.stats
+    }
 }

@@ -264,6 +264,11 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Shut down (as on SIGTERM) when the parent process dies, e.g. a test runner killed
+    /// with SIGKILL.
+    #[arg(long)]
+    #[serde(default)]
+    pub die_with_parent: bool,
     /// Congestion points: `output` (802.1Q-2011 clause 32.8, on the output queues; default),
     /// `input` (on the shared input buffers) or `off`.
     #[arg(long, value_name = "output|input|off")]
@@ -361,6 +366,7 @@ impl RunArgs {
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);
         self.metrics_allow_remote |= flags.metrics_allow_remote;
+        self.die_with_parent |= flags.die_with_parent;
         self.config = flags.config;
         self
     }

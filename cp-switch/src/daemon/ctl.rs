@@ -8,11 +8,11 @@
 //! the answer echoes the settings now in force and whether the CPs were rebuilt). The listener
 //! runs on the daemon's second thread; every command is handed to the dataplane thread through a
 //! channel and answered from the dataplane's own state between two batches, so the dataplane
-//! never shares its state behind a lock. The socket machinery is [`cnm_proto::phy::ctl`]; this
-//! module holds the switch's commands.
+//! never shares its state behind a lock. The socket machinery (bounded connections, line
+//! length and deadlines) is [`daemon_kit::ctl`]; this module holds the switch's commands.
 
-use cnm_proto::phy::ctl as socket;
 use cnm_proto::{Duration, Rate};
+use daemon_kit::ctl as socket;
 
 pub use socket::{answer_pending, ask, channel, client, CtlServer};
 
@@ -46,12 +46,12 @@ pub enum Command {
     /// `set cp KEY=VALUE...` or `set cp KEY VALUE`
     SetCp {
         /// The `[cp]` settings to change, as typed (values are read as by
-        /// [`cp_switch::config::overrides_table`]).
+        /// [`daemon_kit::ctl::overrides_table`]).
         set: Vec<(String, String)>,
     },
 }
 
-pub use cnm_proto::phy::ctl::parse_pairs;
+pub use socket::parse_pairs;
 
 impl Command {
     /// Parses the command words (`["set", "rate", "p1", "10mbit"]`).

@@ -1,27 +1,34 @@
-//! The daemon's dataplane loop: AF_PACKET ports ⇄ the sans-IO [`Bridge`].
+//! The daemon's dataplane loop: ports ⇄ the sans-IO [`Bridge`].
 //!
 //! One thread, run to completion (ARCHITECTURE.md rule 7): receive a batch from every port
 //! (frames go straight from the receive ring into the bridge), read the clock, let the bridge
 //! transmit what is due, flush every port once, record trace events, answer control requests,
-//! then sleep in `ppoll` until a port is readable or the bridge's next departure
+//! then sleep until a port is readable or the bridge's next departure
 //! ([`Bridge::poll_timeout`]), with nanosecond precision.
+//!
+//! The loop ([`Dataplane`]) is generic over the [`Port`] and the [`Clock`]: [`run`] gives it
+//! AF_PACKET ports and the monotonic clock; the tests below give it in-memory pipes and a
+//! warped clock, so batching, deadlines, control commands, port loss and return and the stop
+//! flag are tested without root.
 //!
 //! A `ctl set cp` that succeeds is also written to the trace as a `{"type": "cp_config", "t",
 //! "set", "change"}` record, so a run's analysis sees when the congestion points changed.
-//!
-//! A port whose interface disappears is marked down in the bridge (its queues are flushed and
-//! counted) and reopened when the interface comes back.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use cnm_proto::phy::trace::TraceWriter;
-use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port};
+use cnm_proto::phy::clock::{Clock, Monotonic};
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, PortStats};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
 use cp_switch::config::StaticEntry;
 use cp_switch::{Bridge, BridgeConfig, LosslessMode, PortConfig, PortId};
+use daemon_kit::offload::prepare_offloads;
+use daemon_kit::reopen::{AfPacketOpener, Reopened, Reopener};
+use daemon_kit::trace_writer::TraceWriter;
+pub use daemon_kit::DaemonError;
 use serde_json::{json, Value};
 
 use super::cli::{self, RunArgs};
@@ -32,30 +39,6 @@ use super::metrics::MetricsServer;
 const BATCH: usize = 64;
 /// Longest sleep, so control requests and signals are seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
-/// How often a down port is tried again.
-const RETRY_INTERVAL: Duration = Duration::from_millis(500);
-
-/// Why the daemon could not start or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    /// Invalid configuration (exit code 2).
-    #[error("{0}")]
-    Config(String),
-    /// A run-time failure (exit code 1).
-    #[error("{0}")]
-    Runtime(String),
-}
-
-impl DaemonError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            DaemonError::Config(_) => 2,
-            DaemonError::Runtime(_) => 1,
-        }
-    }
-}
-
 /// Builds the bridge configuration from the resolved flags and file.
 pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
     let cfgerr = DaemonError::Config;
@@ -164,12 +147,18 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
     Ok(cfg)
 }
 
-struct PortSlot {
+/// One port of the loop: open, or down with the reason.
+struct PortSlot<P> {
     name: String,
-    port: Option<AfPacketPort>,
-    next_retry: Instant,
-    gone_reason: Option<String>,
+    port: Option<P>,
+    /// Why the port is down (`"missing"`, `"admin-down"`, the error that took it down).
+    down_reason: Option<String>,
+    /// Counters of this port's earlier, closed incarnations.
+    io_closed: PortStats,
 }
+
+/// How often the reopening thread tries a down port again.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Runs the daemon until `term` is set (SIGINT/SIGTERM). Returns after flushing traces.
 pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
@@ -178,7 +167,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
 
     // Every port must exist, with its offloads off (frames larger than the MTU and partial
     // checksums would otherwise reach the switch), before anything starts.
-    let mut slots = Vec::with_capacity(cfg.ports.len());
+    let mut ports = Vec::with_capacity(cfg.ports.len());
     for pc in cfg.ports.iter_mut() {
         let name = pc.name.clone();
         if !phy::iface::exists(&name) {
@@ -186,8 +175,9 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 "port {name}: no such interface"
             )));
         }
-        prepare_offloads(&name)?;
-        // A switch brings its own ports up (AF_PACKET refuses a link that is down).
+        prepare_offloads("port", &name)?;
+        // At start a switch brings its own ports up (AF_PACKET refuses a link that is down).
+        // Later, a port an operator sets down stays down (see `Dataplane`).
         if !phy::iface::is_up(&name).unwrap_or(false) {
             phy::iface::set_up(&name, true)
                 .map_err(|e| DaemonError::Runtime(format!("port {name}: set up: {e}")))?;
@@ -206,19 +196,15 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         }
         let port = AfPacketPort::open(&name, &ring)
             .map_err(|e| DaemonError::Runtime(format!("port {name}: {e}")))?;
-        slots.push(PortSlot {
-            name,
-            port: Some(port),
-            next_retry: Instant::ZERO,
-            gone_reason: None,
-        });
+        ports.push(Some(port));
     }
 
-    let seed = args.seed.unwrap_or_else(|| phy::clock::now().as_nanos());
-    let mut bridge =
+    let clock = Monotonic;
+    let seed = args.seed.unwrap_or_else(|| clock.now().as_nanos());
+    let bridge =
         Bridge::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
     tracing::info!(
-        ports = ?slots.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ports = ?(0..bridge.num_ports()).filter_map(|i| bridge.port_name(PortId(i as u16))).collect::<Vec<_>>(),
         seed,
         "cp-switch running"
     );
@@ -227,7 +213,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let _ctl = match &args.ctl {
         Some(p) => Some(
             CtlServer::start(p, req_tx.clone(), Command::parse)
-                .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
+                .map_err(|e| DaemonError::Config(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,
     };
@@ -241,27 +227,154 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         None => None,
     };
     drop(req_tx);
-    let mut trace = match &args.trace {
+    let trace = match &args.trace {
         Some(p) => Some(
             TraceWriter::create(p)
                 .map_err(|e| DaemonError::Runtime(format!("trace {}: {e}", p.display())))?,
         ),
         None => None,
     };
-    let trace_interval = args.trace_interval.unwrap_or(Duration::from_millis(1));
-    let mut next_trace = phy::clock::now();
-    let mut last_queues: Vec<u64> = Vec::new();
+    let reopener = Reopener::start(AfPacketOpener { role: "port", ring }, RETRY)
+        .map_err(|e| DaemonError::Runtime(format!("reopening thread: {e}")))?;
 
     // Sleeps end when the next departure is due, not up to 50 us later (the default timer slack).
     if let Err(e) = phy::poll::set_timer_slack(Duration::from_nanos(1000)) {
         tracing::debug!("timer slack: {e}");
     }
-    let mut fds: Vec<i32> = Vec::with_capacity(slots.len());
-    let mut gone: Vec<(usize, String)> = Vec::new();
-    while !term.load(Ordering::Relaxed) {
-        let now = phy::clock::now();
+    let mut dp = Dataplane::new(bridge, ports, reopener, clock, req_rx);
+    if let Some(t) = trace {
+        dp = dp.with_trace(t, args.trace_interval.unwrap_or(Duration::from_millis(1)));
+    }
+    dp.run(&term)?;
+    tracing::info!("signal received: shutting down");
+    dp.finish();
+    Ok(())
+}
+
+/// The dataplane loop over any [`Port`] and any [`Clock`]: AF_PACKET ports and the monotonic
+/// clock in production, in-memory pipes and a warped clock in tests.
+///
+/// A port whose interface disappears or goes down is marked down in the bridge (its queues are
+/// flushed and counted), closed and watched by the [`Reopener`] thread, which hands it back
+/// once it can be opened again; an operator's `ip link set P down` keeps it down (reported as
+/// `admin-down` in `stats`) until the operator sets it up. None of this runs on the loop's
+/// thread, so the other ports never wait for it.
+pub struct Dataplane<P: Port + Send + 'static, C: Clock> {
+    bridge: Bridge,
+    slots: Vec<PortSlot<P>>,
+    reopener: Reopener<P>,
+    clock: C,
+    requests: Receiver<ctl::Request>,
+    trace: Option<TraceWriter>,
+    trace_interval: Duration,
+    next_trace: Instant,
+    last_queues: Vec<u64>,
+}
+
+impl<P: Port + Send + 'static, C: Clock> std::fmt::Debug for Dataplane<P, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataplane")
+            .field(
+                "ports",
+                &self.slots.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
+    /// A loop over `bridge` with `ports[i]` as bridge port `i` (`None`: down at start and
+    /// watched by `reopener`), answering control requests from `requests`.
+    pub fn new(
+        mut bridge: Bridge,
+        ports: Vec<Option<P>>,
+        reopener: Reopener<P>,
+        clock: C,
+        requests: Receiver<ctl::Request>,
+    ) -> Self {
+        let now = clock.now();
+        let slots = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let name = bridge
+                    .port_name(PortId(i as u16))
+                    .unwrap_or_default()
+                    .to_owned();
+                let mut down_reason = None;
+                if port.is_none() {
+                    bridge.set_port_up(now, PortId(i as u16), false);
+                    reopener.watch(i, &name);
+                    down_reason = Some("not open".to_string());
+                }
+                PortSlot {
+                    name,
+                    port,
+                    down_reason,
+                    io_closed: PortStats::default(),
+                }
+            })
+            .collect();
+        Dataplane {
+            bridge,
+            slots,
+            reopener,
+            clock,
+            requests,
+            trace: None,
+            trace_interval: Duration::from_millis(1),
+            next_trace: now,
+            last_queues: Vec::new(),
+        }
+    }
+
+    /// Writes the JSON-lines trace to `trace`, queue snapshots every `interval`.
+    pub fn with_trace(mut self, trace: TraceWriter, interval: Duration) -> Self {
+        self.trace = Some(trace);
+        self.trace_interval = interval;
+        self
+    }
+
+    /// Runs until `term` is set.
+    pub fn run(&mut self, term: &AtomicBool) -> Result<(), DaemonError> {
+        let mut fds: Vec<i32> = Vec::with_capacity(self.slots.len());
+        let mut gone: Vec<(usize, String)> = Vec::new();
+        while !term.load(Ordering::Relaxed) {
+            let busy = self.step(&mut gone);
+            // Sleep until a port is readable, the bridge has a departure due, or a
+            // housekeeping deadline passes.
+            if busy {
+                continue;
+            }
+            let now = self.clock.now();
+            let mut deadline = now + MAX_SLEEP;
+            if let Some(t) = self.bridge.poll_timeout() {
+                deadline = deadline.min(t);
+            }
+            if self.trace.is_some() {
+                deadline = deadline.min(self.next_trace);
+            }
+            fds.clear();
+            fds.extend(
+                self.slots
+                    .iter()
+                    .map(|s| s.port.as_ref().and_then(|p| p.raw_fd()).unwrap_or(-1)),
+            );
+            if deadline > now {
+                self.clock
+                    .wait(&fds, deadline)
+                    .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One iteration without the sleep; true when a port had more to give or take.
+    fn step(&mut self, gone: &mut Vec<(usize, String)>) -> bool {
+        let now = self.clock.now();
         let mut busy = false;
-        for (i, slot) in slots.iter_mut().enumerate() {
+        let bridge = &mut self.bridge;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
             let Some(port) = slot.port.as_mut() else {
                 continue;
             };
@@ -272,7 +385,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
             }
         }
-        let now = phy::clock::now();
+        let now = self.clock.now();
+        let slots = &mut self.slots;
         bridge.poll_transmit(now, &mut |pid, frame| {
             let Some(slot) = slots.get_mut(pid.index()) else {
                 return false;
@@ -292,13 +406,14 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 }
                 Err(e) => {
                     tracing::debug!(port = %slot.name, "send: {e}");
-                    // The frame cannot be sent by this port at all: drop it rather than
-                    // wedging the queue (counted by the port's tx_errors).
+                    // The frame cannot be sent by this port at all (longer than its MTU, ...):
+                    // drop it rather than wedging the queue; the port counts it
+                    // (`io.tx_oversize`, `io.tx_errors` in `stats`).
                     true
                 }
             }
         });
-        for (i, slot) in slots.iter_mut().enumerate() {
+        for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(port) = slot.port.as_mut() {
                 if let Err(e) = port.flush() {
                     if e.is_link_gone() {
@@ -310,137 +425,83 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             }
         }
         for (i, why) in gone.drain(..) {
-            port_gone(&mut bridge, &mut slots[i], i, now, why);
+            self.port_gone(i, now, why);
         }
-        retry_ports(&mut bridge, &mut slots, &ring, now);
+        while let Some(ev) = self.reopener.poll() {
+            self.reopened(ev, now);
+        }
 
-        if let Some(t) = trace.as_mut() {
-            bridge.drain_events(&mut |ev| {
+        let now = self.clock.now();
+        if let Some(t) = self.trace.as_mut() {
+            self.bridge.drain_events(&mut |ev| {
                 if let Ok(mut v) = serde_json::to_value(ev) {
                     v["type"] = json!("event");
                     t.record(v.to_string());
                 }
             });
-            if now >= next_trace {
-                trace_queues(t, &bridge, now, &mut last_queues);
-                next_trace = now + trace_interval;
+            if now >= self.next_trace {
+                trace_queues(t, &self.bridge, now, &mut self.last_queues);
+                self.next_trace = now + self.trace_interval;
             }
         } else {
-            bridge.drain_events(&mut |_| {});
+            self.bridge.drain_events(&mut |_| {});
         }
 
-        ctl::answer_pending(&req_rx, |cmd| {
-            let r = handle_command(&mut bridge, &slots, &cmd);
+        let (bridge, slots, trace) = (&mut self.bridge, &mut self.slots, &mut self.trace);
+        ctl::answer_pending(&self.requests, |cmd| {
+            let r = handle_command(bridge, slots, now, &cmd);
             if let (Command::SetCp { .. }, Ok(v), Some(t)) = (&cmd, &r, trace.as_mut()) {
                 // The change in the trace, beside the queue records it affects.
-                let at = phy::clock::now().as_nanos();
                 t.record(
-                    json!({"type": "cp_config", "t": at, "set": v["set"], "change": v["change"]})
+                    json!({"type": "cp_config", "t": now.as_nanos(), "set": v["set"], "change": v["change"]})
                         .to_string(),
                 );
             }
             r
         });
+        busy
+    }
 
-        // Sleep until a port is readable, the bridge has a departure due, or a housekeeping
-        // deadline passes.
-        if busy {
-            continue;
-        }
-        let now = phy::clock::now();
-        let mut deadline = now + MAX_SLEEP;
-        if let Some(t) = bridge.poll_timeout() {
-            deadline = deadline.min(t);
-        }
-        if trace.is_some() {
-            deadline = deadline.min(next_trace);
-        }
-        if slots.iter().any(|s| s.port.is_none()) {
-            deadline = deadline.min(now + RETRY_INTERVAL);
-        }
-        fds.clear();
-        fds.extend(
-            slots
-                .iter()
-                .map(|s| s.port.as_ref().and_then(|p| p.raw_fd()).unwrap_or(-1)),
-        );
-        let timeout = deadline.saturating_since(now);
-        if timeout > Duration::ZERO {
-            if let Err(e) = phy::poll::wait(&fds, Some(timeout)) {
-                return Err(DaemonError::Runtime(format!("ppoll: {e}")));
-            }
+    fn port_gone(&mut self, i: usize, now: Instant, why: String) {
+        let slot = &mut self.slots[i];
+        if let Some(mut port) = slot.port.take() {
+            tracing::warn!(port = %slot.name, "port down: {why}");
+            slot.io_closed.accumulate(&port.counters());
+            self.bridge.set_port_up(now, PortId(i as u16), false);
+            slot.down_reason = Some(why);
+            self.reopener.close(port);
+            self.reopener.watch(i, &slot.name);
         }
     }
 
-    tracing::info!("signal received: shutting down");
-    if let Some(t) = trace.take() {
-        let lost = t.lost();
-        match t.finish() {
-            Ok(n) => tracing::info!(lines = n, lost, "trace flushed"),
-            Err(e) => tracing::warn!("trace: {e}"),
-        }
-    }
-    Ok(())
-}
-
-fn prepare_offloads(name: &str) -> Result<(), DaemonError> {
-    let off = phy::offload::get(name)
-        .map_err(|e| DaemonError::Runtime(format!("port {name}: reading offloads: {e}")))?;
-    if off.all_off() {
-        return Ok(());
-    }
-    let before = off.enabled();
-    phy::offload::disable_all(name).map_err(|e| {
-        DaemonError::Runtime(format!(
-            "port {name}: offloads {before:?} are on and could not be turned off ({e}); \
-             run: ethtool -K {name} tso off gso off gro off tx off rx off sg off"
-        ))
-    })?;
-    let after = phy::offload::get(name)
-        .map_err(|e| DaemonError::Runtime(format!("port {name}: reading offloads: {e}")))?;
-    if !after.all_off() {
-        return Err(DaemonError::Runtime(format!(
-            "port {name}: offloads {:?} stay on; refusing to start (run: ethtool -K {name} \
-             tso off gso off gro off tx off rx off sg off)",
-            after.enabled()
-        )));
-    }
-    tracing::info!(port = name, turned_off = ?before, "offloads turned off");
-    Ok(())
-}
-
-fn port_gone(bridge: &mut Bridge, slot: &mut PortSlot, i: usize, now: Instant, why: String) {
-    if slot.port.take().is_some() {
-        tracing::warn!(port = %slot.name, "port down: {why}");
-        bridge.set_port_up(now, PortId(i as u16), false);
-        slot.gone_reason = Some(why);
-        slot.next_retry = now + RETRY_INTERVAL;
-    }
-}
-
-fn retry_ports(bridge: &mut Bridge, slots: &mut [PortSlot], ring: &AfPacketConfig, now: Instant) {
-    for (i, slot) in slots.iter_mut().enumerate() {
-        if slot.port.is_some() || now < slot.next_retry {
-            continue;
-        }
-        slot.next_retry = now + RETRY_INTERVAL;
-        if !phy::iface::exists(&slot.name) {
-            continue;
-        }
-        if !phy::iface::is_up(&slot.name).unwrap_or(false) {
-            let _ = phy::iface::set_up(&slot.name, true);
-        }
-        if prepare_offloads(&slot.name).is_err() {
-            continue;
-        }
-        match AfPacketPort::open(&slot.name, ring) {
-            Ok(p) => {
+    fn reopened(&mut self, ev: Reopened<P>, now: Instant) {
+        match ev {
+            Reopened::Open { index, port } => {
+                let Some(slot) = self.slots.get_mut(index) else {
+                    return;
+                };
                 tracing::info!(port = %slot.name, "port back up");
-                slot.port = Some(p);
-                slot.gone_reason = None;
-                bridge.set_port_up(now, PortId(i as u16), true);
+                slot.port = Some(port);
+                slot.down_reason = None;
+                self.bridge.set_port_up(now, PortId(index as u16), true);
             }
-            Err(e) => tracing::debug!(port = %slot.name, "reopen: {e}"),
+            Reopened::Waiting { index, why } => {
+                if let Some(slot) = self.slots.get_mut(index) {
+                    tracing::info!(port = %slot.name, "port stays down: {}", why.reason());
+                    slot.down_reason = Some(why.reason());
+                }
+            }
+        }
+    }
+
+    /// Flushes the trace (at exit).
+    pub fn finish(&mut self) {
+        if let Some(t) = self.trace.take() {
+            let lost = t.lost();
+            match t.finish() {
+                Ok(n) => tracing::info!(lines = n, lost, "trace flushed"),
+                Err(e) => tracing::warn!("trace: {e}"),
+            }
         }
     }
 }
@@ -463,13 +524,20 @@ fn trace_queues(t: &mut TraceWriter, bridge: &Bridge, now: Instant, last: &mut V
     }
 }
 
-fn stats_json(bridge: &Bridge, slots: &[PortSlot]) -> Value {
+fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
     let mut v = serde_json::to_value(bridge.stats()).unwrap_or(Value::Null);
     if let Some(ports) = v["ports"].as_array_mut() {
-        for (p, slot) in ports.iter_mut().zip(slots) {
-            if let Some(reason) = &slot.gone_reason {
+        for (p, slot) in ports.iter_mut().zip(slots.iter_mut()) {
+            if let Some(reason) = &slot.down_reason {
                 p["down_reason"] = json!(reason);
             }
+            // The port's own counters: kernel ring drops (`rx_dropped`), truncated frames,
+            // frames refused for the MTU (`tx_oversize`), ...
+            let mut io = slot.io_closed;
+            if let Some(port) = slot.port.as_mut() {
+                io.accumulate(&port.counters());
+            }
+            p["io"] = serde_json::to_value(io).unwrap_or(Value::Null);
         }
     }
     v
@@ -481,8 +549,12 @@ fn port_by_name(bridge: &Bridge, name: &str) -> Result<PortId, String> {
         .ok_or_else(|| format!("no port named {name:?}"))
 }
 
-fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Result<Value, String> {
-    let now = phy::clock::now();
+fn handle_command<P: Port>(
+    bridge: &mut Bridge,
+    slots: &mut [PortSlot<P>],
+    now: Instant,
+    cmd: &Command,
+) -> Result<Value, String> {
     match cmd {
         Command::Stats => Ok(stats_json(bridge, slots)),
         Command::ShowPorts => {
@@ -512,13 +584,16 @@ fn handle_command(bridge: &mut Bridge, slots: &[PortSlot], cmd: &Command) -> Res
 /// `set cp`: applies the overrides; answers what changed, how, and the `[cp]` settings now in
 /// force.
 fn set_cp(bridge: &mut Bridge, set: &[(String, String)]) -> Result<Value, String> {
-    let table = cp_switch::config::overrides_table(set);
+    let table = daemon_kit::ctl::overrides_table(set);
     let change = bridge
         .apply_cp_overrides(&table)
         .map_err(|e| e.to_string())?;
     let now = toml::Table::try_from(bridge.cp_config()).map_err(|e| e.to_string())?;
     Ok(json!({"set": table, "change": change, "cp": now}))
 }
+
+#[cfg(test)]
+mod loop_tests;
 
 #[cfg(test)]
 mod tests {

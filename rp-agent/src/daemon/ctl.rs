@@ -7,9 +7,10 @@
 //! happened to the live limiters). Both the daemon (`run --ctl`) and the generator
 //! (`gen --ctl`) serve them. A listener thread hands each command to the dataplane
 //! through a channel; the dataplane answers between two batches from its own state. The socket
-//! machinery is [`cnm_proto::phy::ctl`]; this module holds the agent's commands.
+//! machinery (bounded connections, line length and deadlines) is [`daemon_kit::ctl`]; this module
+//! holds the agent's commands.
 
-use cnm_proto::phy::ctl as socket;
+use daemon_kit::ctl as socket;
 
 pub use socket::{answer_pending, channel, client, CtlServer};
 
@@ -25,7 +26,7 @@ pub enum Command {
     /// `set rp KEY=VALUE...` or `set rp KEY VALUE`
     SetRp {
         /// The settings to change, as typed (values read by
-        /// [`rp_agent::config::overrides_table`]).
+        /// [`daemon_kit::ctl::overrides_table`]).
         set: Vec<(String, String)>,
     },
 }
@@ -53,7 +54,10 @@ impl Command {
     }
 }
 
-pub use cnm_proto::phy::ctl::parse_pairs;
+pub use socket::parse_pairs;
+
+/// A command on its way to the dataplane, with the channel for its answer.
+pub type Request = socket::Request<Command>;
 
 /// Columns shown first, in this order (the rest follow alphabetically).
 const COLUMN_ORDER: [&str; 13] = [

@@ -1,26 +1,22 @@
-//! The agent daemon: TAP ⇄ [`Agent`] ⇄ uplink (AF_PACKET).
-//!
-//! One dataplane thread, run to completion: take host frames from the TAP (only while the agent
-//! accepts them: a refused frame is held, at most one batch of them, and the TAP is not read
-//! again until the agent has room — backpressure, never a silent drop), take frames from the
-//! uplink, read the clock, let the agent transmit what its pacers allow, flush, record trace
-//! events, answer control requests, then sleep in `ppoll` until a descriptor is readable or
-//! the agent's next deadline ([`Agent::poll_timeout`]).
+//! The agent daemon: TAP ⇄ [`Agent`] ⇄ uplink (AF_PACKET), the loop in [`HostLoop`].
 //!
 //! The TAP's MTU is set 8 octets below the uplink's, leaving room for the 802.1Q tag and the
 //! CN-TAG the agent adds.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use cnm_proto::phy::trace::TraceWriter;
-use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, TapPort};
+use cnm_proto::phy::clock::{Clock, Monotonic};
+use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, PortStats, TapPort};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
-use rp_agent::{Agent, AgentConfig, FlowKeyMode, HostError, RpMode};
+use daemon_kit::reopen::{AfPacketOpener, Reopened, Reopener};
+use daemon_kit::trace_writer::TraceWriter;
+use rp_agent::held::{HeldFrames, Offered};
+use rp_agent::{Agent, AgentConfig, FlowKeyMode, RpMode};
 use serde_json::{json, Value};
 
 use super::ctl::{self, Command, CtlServer};
@@ -63,6 +59,10 @@ pub struct AgentArgs {
     /// Seed of the random generator (default: the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Shut down (as on SIGTERM) when the parent process dies, e.g. a test runner killed
+    /// with SIGKILL.
+    #[arg(long)]
+    pub die_with_parent: bool,
 }
 
 fn parse_flow_key(s: &str) -> Result<FlowKeyMode, String> {
@@ -179,12 +179,15 @@ pub struct RunArgs {
     pub metrics_allow_remote: bool,
 }
 
+/// How often the reopening thread tries a lost uplink again.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs the daemon until `term` is set.
 pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let (mut uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
+    let (uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
     quiet_uplink_arp(args.agent.uplink_name());
     let rt = |what: String| DaemonError::Runtime(what);
-    let mut tap = TapPort::create(&args.tap).map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
+    let tap = TapPort::create(&args.tap).map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
     let tap_name = tap.name().to_string();
     phy::iface::set_mtu(&tap_name, mtu.saturating_sub(TAG_OVERHEAD).max(576))
         .map_err(|e| rt(format!("tap {tap_name}: set mtu: {e}")))?;
@@ -203,12 +206,9 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
     let host_mac = EthernetAddress(tap.mac().map_err(|e| rt(format!("tap {tap_name}: {e}")))?);
     let cfg = args.agent.agent_config(Some(host_mac))?;
-    let seed = args
-        .agent
-        .seed
-        .unwrap_or_else(|| phy::clock::now().as_nanos());
-    let mut agent =
-        Agent::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
+    let clock = Monotonic;
+    let seed = args.agent.seed.unwrap_or_else(|| clock.now().as_nanos());
+    let agent = Agent::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
     eprintln!(
         "rp-agent: tap {tap_name} ({host_mac}) <-> uplink {} at {}, priority {}",
         args.agent.uplink_name(),
@@ -220,7 +220,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let _ctl = match &args.ctl {
         Some(p) => Some(
             CtlServer::start(p, req_tx.clone(), Command::parse)
-                .map_err(|e| rt(format!("ctl {}: {e}", p.display())))?,
+                .map_err(|e| DaemonError::Config(format!("ctl {}: {e}", p.display())))?,
         ),
         None => None,
     };
@@ -235,125 +235,278 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         None => None,
     };
     drop(req_tx);
-    let mut trace = match &args.trace {
+    let trace = match &args.trace {
         Some(p) => {
             Some(TraceWriter::create(p).map_err(|e| rt(format!("trace {}: {e}", p.display())))?)
         }
         None => None,
     };
+    let ring = uplink.config().clone();
+    let reopener = Reopener::start(
+        AfPacketOpener {
+            role: "uplink",
+            ring,
+        },
+        RETRY,
+    )
+    .map_err(|e| rt(format!("reopening thread: {e}")))?;
     let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
 
-    let mut held: VecDeque<Vec<u8>> = VecDeque::with_capacity(BATCH);
-    let mut spare: Vec<Vec<u8>> = Vec::with_capacity(BATCH);
-    let mut host_dropped = 0u64;
-    let mut errors = 0u64;
-    while !term.load(Ordering::Relaxed) {
-        let now = phy::clock::now();
-        let mut busy = false;
-        // Host → agent: held frames first; the TAP only while the agent accepts.
-        while let Some(f) = held.front() {
-            match agent.handle_host(now, f) {
-                Err(HostError::Backpressure) => break,
-                Err(_) => host_dropped += 1,
-                Ok(()) => {}
-            }
-            if let Some(b) = held.pop_front() {
-                spare.push(b);
-            }
-        }
-        if held.is_empty() && agent.can_accept() {
-            let r = tap.recv_batch(BATCH, &mut |f| {
-                if !held.is_empty() {
-                    // An earlier frame of this batch was refused: keep order.
-                    let mut b = spare.pop().unwrap_or_default();
-                    b.clear();
-                    b.extend_from_slice(f);
-                    held.push_back(b);
-                    return;
-                }
-                match agent.handle_host(now, f) {
-                    Ok(()) => {}
-                    Err(HostError::Backpressure) => {
-                        let mut b = spare.pop().unwrap_or_default();
-                        b.clear();
-                        b.extend_from_slice(f);
-                        held.push_back(b);
-                    }
-                    Err(_) => host_dropped += 1,
-                }
-            });
-            match r {
-                Ok(n) => busy |= n == BATCH,
-                Err(e) if e.is_link_gone() => return Err(rt(format!("tap {tap_name}: {e}"))),
-                Err(e) => transient(&mut errors, &format!("tap {tap_name}: {e}")),
-            }
-        }
-        // Network → agent.
-        match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
-            Ok(n) => busy |= n == BATCH,
-            Err(e) if e.is_link_gone() => {
-                return Err(rt(format!("uplink {}: {e}", args.agent.uplink_name())))
-            }
-            Err(e) => transient(
-                &mut errors,
-                &format!("uplink {}: {e}", args.agent.uplink_name()),
-            ),
-        }
-        let now = phy::clock::now();
-        agent.poll_uplink(now, &mut |f| match uplink.send(f) {
-            Ok(true) => true,
-            Ok(false) => {
-                busy = true;
-                false
-            }
-            // A frame this port can never send: drop it rather than wedge the flow.
-            Err(_) => true,
-        });
-        // A frame the TAP refuses with an error is dropped (counted by the TAP port).
-        agent.poll_host(now, &mut |f| tap.send(f).unwrap_or(true));
-        let _ = uplink.flush();
-        let _ = tap.flush();
-
-        if let Some(t) = trace.as_mut() {
-            agent.drain_events(&mut |ev| {
-                if let Ok(v) = serde_json::to_value(ev) {
-                    t.record(v.to_string());
-                }
-            });
-        } else {
-            agent.drain_events(&mut |_| {});
-        }
-        ctl::answer_pending(&req_rx, |cmd| {
-            answer(&mut agent, phy::clock::now(), cmd, host_dropped)
-        });
-
-        if busy {
-            continue;
-        }
-        let now = phy::clock::now();
-        let mut deadline = now + MAX_SLEEP;
-        if let Some(t) = agent.poll_timeout() {
-            deadline = deadline.min(t);
-        }
-        let tap_fd = if held.is_empty() && agent.can_accept() {
-            tap.raw_fd().unwrap_or(-1)
-        } else {
-            -1
-        };
-        let fds = [tap_fd, uplink.raw_fd().unwrap_or(-1)];
-        let timeout = deadline.saturating_since(now);
-        if timeout > Duration::ZERO {
-            phy::poll::wait(&fds, Some(timeout)).map_err(|e| rt(format!("ppoll: {e}")))?;
-        }
-    }
-    if let Some(t) = trace.take() {
+    let mut host = HostLoop::new(
+        agent,
+        tap,
+        Some(uplink),
+        args.agent.uplink_name(),
+        reopener,
+        clock,
+        req_rx,
+    );
+    host.trace = trace;
+    let r = host.run(&term);
+    if let Some(t) = host.trace.take() {
         let lost = t.lost();
         match t.finish() {
             Ok(n) => eprintln!("rp-agent: trace: {n} lines, {lost} lost"),
             Err(e) => eprintln!("rp-agent: trace: {e}"),
         }
     }
-    Ok(())
+    r
+}
+
+/// The daemon's dataplane loop over any host-side [`Port`] (the TAP), any uplink [`Port`] and
+/// any [`Clock`]: a TAP, an AF_PACKET uplink and the monotonic clock in production; in-memory
+/// pipes and a warped clock in the tests below.
+///
+/// One thread, run to completion: take host frames (only while the agent accepts them: a
+/// refused frame is held in [`HeldFrames`], at most one batch of them, and the host port is not
+/// read again until the agent has room — backpressure, never a silent drop), take frames from
+/// the uplink, read the clock, let the agent transmit what its pacers allow, flush, record
+/// trace events, answer control requests, then sleep until a port is readable or the agent's
+/// next deadline ([`Agent::poll_timeout`]).
+///
+/// An uplink that disappears or goes down is closed and watched by the [`Reopener`] thread;
+/// meanwhile the agent keeps its flows (rates, queues, timers) and the host is slowed by the
+/// full queues, and the loop takes the uplink back when it can be opened again.
+pub struct HostLoop<T: Port, U: Port + Send + 'static, C: Clock> {
+    agent: Agent,
+    tap: T,
+    uplink: Option<U>,
+    uplink_name: String,
+    /// Why the uplink is down.
+    uplink_down: Option<String>,
+    /// Counters of the uplink's earlier, closed incarnations.
+    uplink_io_closed: PortStats,
+    reopener: Reopener<U>,
+    clock: C,
+    requests: Receiver<ctl::Request>,
+    trace: Option<TraceWriter>,
+    held: HeldFrames,
+    host_dropped: u64,
+    errors: u64,
+}
+
+impl<T: Port, U: Port + Send + 'static, C: Clock> std::fmt::Debug for HostLoop<T, U, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostLoop")
+            .field("uplink", &self.uplink_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
+    /// A loop between `tap` and `uplink` (`None`: down at start, watched by `reopener`).
+    pub fn new(
+        agent: Agent,
+        tap: T,
+        uplink: Option<U>,
+        uplink_name: &str,
+        reopener: Reopener<U>,
+        clock: C,
+        requests: Receiver<ctl::Request>,
+    ) -> Self {
+        let uplink_down = if uplink.is_none() {
+            reopener.watch(0, uplink_name);
+            Some("not open".to_string())
+        } else {
+            None
+        };
+        HostLoop {
+            agent,
+            tap,
+            uplink,
+            uplink_name: uplink_name.to_owned(),
+            uplink_down,
+            uplink_io_closed: PortStats::default(),
+            reopener,
+            clock,
+            requests,
+            trace: None,
+            held: HeldFrames::new(),
+            host_dropped: 0,
+            errors: 0,
+        }
+    }
+
+    /// Runs until `term` is set; fails only if the host port (the TAP) goes away.
+    pub fn run(&mut self, term: &AtomicBool) -> Result<(), DaemonError> {
+        while !term.load(Ordering::Relaxed) {
+            if self.step()? {
+                continue;
+            }
+            let now = self.clock.now();
+            let mut deadline = now + MAX_SLEEP;
+            if let Some(t) = self.agent.poll_timeout() {
+                // Without an uplink the pacers' deadlines cannot be met: only the host side
+                // and housekeeping wake the loop.
+                if self.uplink.is_some() || t > now {
+                    deadline = deadline.min(t);
+                }
+            }
+            let tap_fd = if self.held.may_offer(&self.agent) {
+                self.tap.raw_fd().unwrap_or(-1)
+            } else {
+                -1
+            };
+            let up_fd = self.uplink.as_ref().and_then(|u| u.raw_fd()).unwrap_or(-1);
+            if deadline > now {
+                self.clock
+                    .wait(&[tap_fd, up_fd], deadline)
+                    .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One iteration without the sleep; true when a port had more to give or take.
+    fn step(&mut self) -> Result<bool, DaemonError> {
+        let now = self.clock.now();
+        let mut busy = false;
+        // Host → agent: held frames first; the host port only while the agent accepts.
+        let dropped = &mut self.host_dropped;
+        self.held.retry(&mut self.agent, now, &mut |_, _, r| {
+            if r.is_err() {
+                *dropped += 1;
+            }
+        });
+        if self.held.may_offer(&self.agent) {
+            let (agent, held) = (&mut self.agent, &mut self.held);
+            let r = self.tap.recv_batch(BATCH, &mut |f| {
+                if let Offered::Refused(_) = held.offer(agent, now, 0, f) {
+                    *dropped += 1;
+                }
+            });
+            match r {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => {
+                    return Err(DaemonError::Runtime(format!(
+                        "tap {}: {e}",
+                        self.tap.name()
+                    )))
+                }
+                Err(e) => transient(&mut self.errors, &format!("tap {}: {e}", self.tap.name())),
+            }
+        }
+        // Network → agent.
+        let mut lost = None;
+        if let Some(uplink) = self.uplink.as_mut() {
+            let agent = &mut self.agent;
+            match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => lost = Some(e.to_string()),
+                Err(e) => transient(
+                    &mut self.errors,
+                    &format!("uplink {}: {e}", self.uplink_name),
+                ),
+            }
+        }
+        let now = self.clock.now();
+        if let Some(uplink) = self.uplink.as_mut() {
+            self.agent.poll_uplink(now, &mut |f| match uplink.send(f) {
+                Ok(true) => true,
+                Ok(false) => {
+                    busy = true;
+                    false
+                }
+                Err(e) if e.is_link_gone() => {
+                    lost.get_or_insert_with(|| e.to_string());
+                    false
+                }
+                // A frame this port can never send (longer than its MTU, ...): dropped rather
+                // than wedging the flow, and counted by the port (`uplink.io` in `stats`).
+                Err(_) => true,
+            });
+            if let Err(e) = uplink.flush() {
+                if e.is_link_gone() {
+                    lost.get_or_insert_with(|| e.to_string());
+                }
+            }
+        }
+        // A frame the TAP refuses with an error is dropped (counted by the TAP port).
+        let tap = &mut self.tap;
+        self.agent
+            .poll_host(now, &mut |f| tap.send(f).unwrap_or(true));
+        let _ = self.tap.flush();
+        if let Some(why) = lost {
+            self.uplink_lost(why);
+        }
+        while let Some(ev) = self.reopener.poll() {
+            match ev {
+                Reopened::Open { port, .. } => {
+                    eprintln!("rp-agent: uplink {} back up", self.uplink_name);
+                    self.uplink = Some(port);
+                    self.uplink_down = None;
+                }
+                Reopened::Waiting { why, .. } => self.uplink_down = Some(why.reason()),
+            }
+        }
+
+        if let Some(t) = self.trace.as_mut() {
+            self.agent.drain_events(&mut |ev| {
+                if let Ok(v) = serde_json::to_value(ev) {
+                    t.record(v.to_string());
+                }
+            });
+        } else {
+            self.agent.drain_events(&mut |_| {});
+        }
+        let now = self.clock.now();
+        let (agent, host_dropped) = (&mut self.agent, self.host_dropped);
+        let (uplink, closed) = (&mut self.uplink, &self.uplink_io_closed);
+        let (name, down) = (&self.uplink_name, &self.uplink_down);
+        ctl::answer_pending(&self.requests, |cmd| {
+            let stats = matches!(cmd, Command::Stats);
+            let mut r = answer(agent, now, cmd, host_dropped);
+            if let (true, Ok(v)) = (stats, r.as_mut()) {
+                // The uplink's own counters: kernel ring drops, truncated frames, frames
+                // refused for the MTU, across its reopenings.
+                let mut io = *closed;
+                if let Some(u) = uplink.as_mut() {
+                    io.accumulate(&u.counters());
+                }
+                v["uplink"] = json!({
+                    "name": name,
+                    "up": uplink.is_some(),
+                    "down_reason": down,
+                    "io": serde_json::to_value(io).unwrap_or(Value::Null),
+                });
+            }
+            r
+        });
+        Ok(busy)
+    }
+
+    fn uplink_lost(&mut self, why: String) {
+        if let Some(mut port) = self.uplink.take() {
+            eprintln!(
+                "rp-agent: uplink {} down ({why}); waiting for it",
+                self.uplink_name
+            );
+            self.uplink_io_closed.accumulate(&port.counters());
+            self.uplink_down = Some(why);
+            self.reopener.close(port);
+            self.reopener.watch(0, &self.uplink_name);
+        }
+    }
 }
 
 /// A receive error that is not the interface going away: reported (the first ten, then every
@@ -390,7 +543,7 @@ pub fn answer(
 /// `set rp`: applies the overrides; answers what was set, what happened to the limiters, and
 /// the reaction-point settings now in force.
 pub fn set_rp(agent: &mut Agent, now: Instant, set: &[(String, String)]) -> Result<Value, String> {
-    let table = rp_agent::config::overrides_table(set);
+    let table = daemon_kit::ctl::overrides_table(set);
     let change = agent
         .apply_rp_overrides(now, &table)
         .map_err(|e| e.to_string())?;
@@ -418,6 +571,9 @@ fn quiet_uplink_arp(uplink: &str) {
         ),
     }
 }
+
+#[cfg(test)]
+mod loop_tests;
 
 #[cfg(test)]
 mod tests {

@@ -19,9 +19,11 @@ use cnm_proto::phy::{self, Port};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
+use daemon_kit::process::outln;
 use rp_agent::gen::sink::Sink;
 use rp_agent::gen::{Pattern, Source, UdpEncap, MAX_FRAME_LEN};
-use rp_agent::{Agent, HostError};
+use rp_agent::held::{HeldFrames, Offered};
+use rp_agent::Agent;
 use serde_json::json;
 
 use super::ctl::{self, Command, CtlServer};
@@ -85,6 +87,9 @@ pub struct SinkArgs {
     /// JSON lines instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Shut down (as on SIGTERM) when the parent process dies.
+    #[arg(long)]
+    pub die_with_parent: bool,
 }
 
 /// Runs the generator.
@@ -123,9 +128,8 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         })
         .collect();
     let mut buf = vec![0u8; MAX_FRAME_LEN];
-    // A frame the agent refused (backpressure): (source, length) in `held`.
-    let mut held: Option<(usize, usize)> = None;
-    let mut held_buf = vec![0u8; MAX_FRAME_LEN];
+    // Frames the agent refused with backpressure, tagged with their source.
+    let mut held = HeldFrames::new();
     let mut sent = vec![(0u64, 0u64); sources.len()];
     let mut last = sent.clone();
     let mut next_report = start + args.interval;
@@ -135,21 +139,16 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let rt = |e: String| DaemonError::Runtime(e);
     while !term.load(Ordering::Relaxed) && end.is_none_or_past(phy::clock::now()) {
         let now = phy::clock::now();
-        if let Some((s, n)) = held {
-            match agent.handle_host(now, &held_buf[..n]) {
-                Err(HostError::Backpressure) => {}
-                r => {
-                    if r.is_ok() {
-                        sent[s].0 += 1;
-                        sent[s].1 += n as u64;
-                    }
-                    held = None;
-                }
+        held.retry(&mut agent, now, &mut |s, n, r| {
+            if r.is_ok() {
+                sent[s as usize].0 += 1;
+                sent[s as usize].1 += n as u64;
             }
-        }
-        // Sources, round-robin, at most one batch each per iteration.
+        });
+        // Sources, round-robin, at most one batch each per iteration; none while a frame is
+        // held (a source stops at its first refused frame).
         for _ in 0..sources.len() {
-            if held.is_some() {
+            if !held.is_empty() {
                 break;
             }
             let s = rr % sources.len();
@@ -158,17 +157,13 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 let Some(n) = sources[s].next(now, &mut rng, &mut buf) else {
                     break;
                 };
-                match agent.handle_host(now, &buf[..n]) {
-                    Ok(()) => {
+                match held.offer(&mut agent, now, s as u64, &buf[..n]) {
+                    Offered::Accepted => {
                         sent[s].0 += 1;
                         sent[s].1 += n as u64;
                     }
-                    Err(HostError::Backpressure) => {
-                        held_buf[..n].copy_from_slice(&buf[..n]);
-                        held = Some((s, n));
-                        break;
-                    }
-                    Err(_) => {}
+                    Offered::Held => break,
+                    Offered::Refused(_) => {}
                 }
             }
         }
@@ -200,7 +195,7 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         if let Some(t) = agent.poll_timeout() {
             deadline = deadline.min(t);
         }
-        if held.is_none() {
+        if held.is_empty() {
             for s in &sources {
                 deadline = deadline.min(s.next_due());
             }
@@ -291,9 +286,9 @@ fn report_gen(
                 "cr_bps": cr.map(|c| c.cr_bps), "state": cr.map(|c| c.state),
                 "cnm_rx": cr.map(|c| c.cnm_rx), "cnm_rx_total": stats.cnm_rx, "backpressure": stats.host_backpressure,
             });
-            println!("{v}");
+            outln(&v.to_string());
         } else {
-            println!(
+            outln(&format!(
                 "[{i:3}] {:7.2}-{:7.2} s  {frames:9} frames  {:10.3} Mbit/s  cr {:>10} Mbit/s  cnm {}{}",
                 from.as_secs_f64(),
                 from.as_secs_f64() + s,
@@ -301,7 +296,7 @@ fn report_gen(
                 cr.map_or("-".into(), |c| format!("{:.3}", c.cr_bps as f64 / 1e6)),
                 cr.map_or(0, |c| c.cnm_rx),
                 if summary { "  (summary)" } else { "" }
-            );
+            ));
         }
     }
 }
@@ -354,9 +349,9 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         print_report(&r, args.json, "summary");
     }
     if args.json {
-        println!(
-            "{}",
-            json!({"type": "totals", "other_frames": sink.other, "untracked": sink.untracked})
+        outln(
+            &json!({"type": "totals", "other_frames": sink.other, "untracked": sink.untracked})
+                .to_string(),
         );
     }
     Ok(())
@@ -366,9 +361,9 @@ fn print_report(r: &rp_agent::gen::sink::FlowReport, json: bool, kind: &str) {
     if json {
         let mut v = serde_json::to_value(r).unwrap_or_default();
         v["type"] = json!(kind);
-        println!("{v}");
+        outln(&v.to_string());
     } else {
-        println!(
+        outln(&format!(
             "[{} #{:3}] {:7.2} s  {:9} frames  {:10.3} Mbit/s  lost {}  reordered {}  delay {:.1}/{:.1}/{:.1} us{}",
             r.src,
             r.flow,
@@ -381,6 +376,6 @@ fn print_report(r: &rp_agent::gen::sink::FlowReport, json: bool, kind: &str) {
             r.delay_mean_us,
             r.delay_max_us,
             if kind == "summary" { "  (summary)" } else { "" }
-        );
+        ));
     }
 }

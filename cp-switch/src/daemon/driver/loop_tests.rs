@@ -1,0 +1,289 @@
+//! The real dataplane loop on in-memory pipes and a warped clock: no root, no namespaces.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use cnm_proto::phy::clock::WarpClock;
+use cnm_proto::phy::PipePort;
+use daemon_kit::reopen::{Opener, Unavailable};
+
+use super::*;
+
+/// What the test opener hands out per name: a pipe end, or a reason it cannot.
+type Plugs = Arc<Mutex<BTreeMap<String, Result<PipePort, Unavailable>>>>;
+
+/// Opens ports from the test's [`Plugs`]; an unknown name is `Missing`.
+struct PipeOpener(Plugs);
+
+impl Opener for PipeOpener {
+    type Port = PipePort;
+    fn open(&mut self, name: &str) -> Result<PipePort, Unavailable> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match m.remove(name) {
+            Some(Ok(p)) => Ok(p),
+            Some(Err(why)) => {
+                m.insert(name.to_owned(), Err(why.clone()));
+                Err(why)
+            }
+            None => Err(Unavailable::Missing),
+        }
+    }
+}
+
+/// A switch on pipes: `hosts[i]` is the far end of port `i`.
+struct Lab {
+    hosts: Vec<Option<PipePort>>,
+    plugs: Plugs,
+    term: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), DaemonError>>>,
+    ctl_path: PathBuf,
+    _ctl: CtlServer,
+    _dir: tempfile::TempDir,
+}
+
+impl Lab {
+    fn start(ports: &[&str], clock: WarpClock) -> Lab {
+        Self::start_with_term(ports, clock, Arc::new(AtomicBool::new(false)))
+    }
+
+    fn start_with_term(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>) -> Lab {
+        let args = RunArgs {
+            ports: ports.iter().map(|p| p.parse().unwrap()).collect(),
+            seed: Some(7),
+            ..Default::default()
+        };
+        let cfg = bridge_config(&args).unwrap();
+        let bridge = Bridge::new(cfg, Rng::new(7)).unwrap();
+        let mut hosts = Vec::new();
+        let mut ends = Vec::new();
+        for i in 0..bridge.num_ports() {
+            let name = bridge.port_name(PortId(i as u16)).unwrap().to_owned();
+            let (sw, host) = PipePort::pair_named(256, &name, &format!("h{i}"));
+            ends.push(Some(sw));
+            hosts.push(Some(host));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("cpsw-loop-")
+            .tempdir()
+            .unwrap();
+        let ctl_path = dir.path().join("ctl.sock");
+        let (req_tx, req_rx) = ctl::channel();
+        let ctl = CtlServer::start(&ctl_path, req_tx, Command::parse).unwrap();
+        let plugs: Plugs = Arc::default();
+        let reopener = Reopener::start(
+            PipeOpener(plugs.clone()),
+            std::time::Duration::from_millis(1),
+        )
+        .unwrap();
+        let (c, t) = (clock.clone(), term.clone());
+        let thread = std::thread::spawn(move || {
+            let mut dp = Dataplane::new(bridge, ends, reopener, c, req_rx);
+            let r = dp.run(&t);
+            dp.finish();
+            r
+        });
+        Lab {
+            hosts,
+            plugs,
+            term,
+            thread: Some(thread),
+            ctl_path,
+            _ctl: ctl,
+            _dir: dir,
+        }
+    }
+
+    fn host(&mut self, i: usize) -> &mut PipePort {
+        self.hosts[i].as_mut().expect("host end plugged")
+    }
+
+    fn ctl(&self, words: &str) -> Value {
+        ctl_at(&self.ctl_path, words)
+    }
+
+    /// Waits (in real time, bounded) until `port`'s `stats` entry satisfies `ok`.
+    fn until_port(&self, port: usize, ok: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..5000 {
+            let v = self.ctl("stats");
+            if ok(&v["ports"][port]) {
+                return v["ports"][port].clone();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        panic!(
+            "port {port} never reached the expected state: {}",
+            self.ctl("stats")
+        );
+    }
+
+    fn stop(mut self) {
+        self.term.store(true, Ordering::Relaxed);
+        let r = self.thread.take().unwrap().join().unwrap();
+        assert!(r.is_ok(), "{r:?}");
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.term.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ctl_at(path: &Path, words: &str) -> Value {
+    let words: Vec<String> = words.split_whitespace().map(str::to_owned).collect();
+    daemon_kit::ctl::client(path, &words).unwrap()
+}
+
+fn frame(dst: u8, src: u8, len: usize, tag: u8) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = tag;
+    f
+}
+
+/// Receives one frame on `p`, waiting (in real time, bounded) for it.
+fn recv_one(p: &mut PipePort) -> Vec<u8> {
+    for _ in 0..10_000 {
+        let mut got = None;
+        p.recv_batch(1, &mut |f| got = Some(f.to_vec())).unwrap();
+        if let Some(f) = got {
+            return f;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("no frame arrived on {}", p.name());
+}
+
+/// Lets the loop go through `n` more sleeps (its progress, not a time).
+fn let_loop_sleep(clock: &WarpClock, n: u64) {
+    let target = clock.waits() + n;
+    for _ in 0..10_000 {
+        if clock.waits() >= target {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("the loop stopped sleeping");
+}
+
+const T0: Instant = Instant::from_nanos(1_000_000_000);
+
+#[test]
+fn forwards_between_pipes_and_answers_ctl_stats() {
+    let mut lab = Lab::start(&["p1", "p2"], WarpClock::stopped(T0));
+    let f = frame(2, 1, 100, 0xab);
+    assert!(lab.host(0).send(&f).unwrap());
+    assert_eq!(recv_one(lab.host(1)), f);
+    // The answer comes from the dataplane's own state, through the real socket code.
+    let v = lab.ctl("stats");
+    assert_eq!(v["ports"][0]["name"], "p1");
+    assert_eq!(v["ports"][0]["rx_frames"], 1);
+    assert_eq!(v["ports"][1]["tx_frames"], 1);
+    assert_eq!(v["ports"][1]["io"]["tx_frames"], 1);
+    assert_eq!(v["ports"][0]["io"]["rx_bytes"], 100);
+    // The reply goes back the way h2 learned: unicast to p1 only.
+    let r = frame(1, 2, 80, 0xcd);
+    assert!(lab.host(1).send(&r).unwrap());
+    assert_eq!(recv_one(lab.host(0)), r);
+    let ports = lab.ctl("show ports");
+    assert_eq!(ports.as_array().map(Vec::len), Some(2));
+    lab.stop();
+}
+
+#[test]
+fn sleeps_until_the_shapers_departure_on_the_warped_clock() {
+    let clock = WarpClock::stopped(T0);
+    let mut lab = Lab::start(&["p1", "p2,rate=10mbit"], clock.clone());
+    // Two 1000-octet frames towards a 10 Mb/s port: the first leaves at once, the second
+    // 1000 × 8 / 10e6 = 800 us later (no preamble, FCS or padding by default on veth).
+    for tag in [1, 2] {
+        assert!(lab.host(0).send(&frame(2, 1, 1000, tag)).unwrap());
+    }
+    assert_eq!(recv_one(lab.host(1))[14], 1);
+    let_loop_sleep(&clock, 20);
+    assert_eq!(
+        lab.host(1).pending(),
+        0,
+        "the second frame left before its time"
+    );
+    assert_eq!(
+        clock.last_deadline(),
+        Some(T0 + Duration::from_micros(800)),
+        "the loop sleeps exactly until the shaper's next departure"
+    );
+    clock.advance(Duration::from_micros(799));
+    let_loop_sleep(&clock, 5);
+    assert_eq!(lab.host(1).pending(), 0);
+    clock.advance(Duration::from_micros(1));
+    assert_eq!(recv_one(lab.host(1))[14], 2);
+    // Idle again: the loop sleeps its longest (housekeeping) interval.
+    let_loop_sleep(&clock, 5);
+    assert_eq!(clock.last_deadline(), Some(clock.now() + MAX_SLEEP));
+    lab.stop();
+}
+
+#[test]
+fn a_lost_port_stays_down_while_the_others_forward_then_returns() {
+    let mut lab = Lab::start(&["p1", "p2", "p3"], WarpClock::stopped(T0));
+    // p3's far end goes away: the port is taken down and watched.
+    lab.hosts[2] = None;
+    let p3 = lab.until_port(2, |p| p["down_reason"] == "missing");
+    assert_eq!(p3["up"], false);
+    // The other ports keep forwarding meanwhile (a flood now reaches p2 only).
+    let f = frame(9, 1, 90, 1);
+    assert!(lab.host(0).send(&f).unwrap());
+    assert_eq!(recv_one(lab.host(1)), f);
+    // The interface returns: the loop takes the new port and floods to it again.
+    let (sw, host) = PipePort::pair_named(256, "p3", "h2");
+    lab.plugs.lock().unwrap().insert("p3".into(), Ok(sw));
+    lab.hosts[2] = Some(host);
+    let p3 = lab.until_port(2, |p| p["up"] == true);
+    assert!(p3.get("down_reason").is_none(), "{p3}");
+    let f = frame(9, 1, 90, 2);
+    assert!(lab.host(0).send(&f).unwrap());
+    assert_eq!(recv_one(lab.host(2)), f);
+    assert_eq!(recv_one(lab.host(1)), f);
+    lab.stop();
+}
+
+#[test]
+fn an_administratively_down_port_is_not_brought_back() {
+    let clock = WarpClock::stopped(T0);
+    let mut lab = Lab::start(&["p1", "p2", "p3"], clock.clone());
+    lab.plugs
+        .lock()
+        .unwrap()
+        .insert("p2".into(), Err(Unavailable::AdminDown));
+    lab.hosts[1] = None;
+    lab.until_port(1, |p| p["down_reason"] == "admin-down");
+    // Many retries later it is still down, and the others forward.
+    let_loop_sleep(&clock, 50);
+    let f = frame(9, 1, 64, 3);
+    assert!(lab.host(0).send(&f).unwrap());
+    assert_eq!(recv_one(lab.host(2)), f);
+    let v = lab.ctl("stats");
+    assert_eq!(v["ports"][1]["up"], false);
+    assert_eq!(v["ports"][1]["down_reason"], "admin-down");
+    // The operator sets it up.
+    let (sw, host) = PipePort::pair_named(256, "p2", "h1");
+    lab.plugs.lock().unwrap().insert("p2".into(), Ok(sw));
+    lab.hosts[1] = Some(host);
+    lab.until_port(1, |p| p["up"] == true);
+    lab.stop();
+}
+
+#[test]
+fn sigterm_stops_the_loop() {
+    let term = daemon_kit::process::term_flag().unwrap();
+    let lab = Lab::start_with_term(&["p1", "p2"], WarpClock::auto(T0), term);
+    assert_eq!(lab.ctl("show ports").as_array().map(Vec::len), Some(2));
+    signal_hook::low_level::raise(signal_hook::consts::SIGTERM).unwrap();
+    lab.stop();
+}

@@ -1,0 +1,169 @@
+//! Backpressure from the agent to whatever feeds it host frames.
+//!
+//! [`Agent::handle_host`] refuses a frame with [`HostError::Backpressure`] when the frame's
+//! flow queue is full. Refusing is not dropping: the producer (the TAP reader of the daemon,
+//! the traffic generator, a simulated application) keeps the frame, stops producing, and
+//! offers it again once the agent has room ([`Agent::can_accept`]), so a host sending faster
+//! than its flows may leave is slowed down, never silently cut. [`HeldFrames`] is that
+//! producer side, once: a FIFO of refused frames, offered again oldest first, with new frames
+//! queued behind them so order is kept within a producer.
+//!
+//! A producer that reads a batch at a time (the TAP) cannot stop in the middle of a batch, so
+//! it may hold up to one batch; it reads again only when [`HeldFrames::may_offer`] says so.
+
+use std::collections::VecDeque;
+
+use cnm_proto::Instant;
+
+use crate::{Agent, HostError};
+
+/// What became of a frame offered with [`HeldFrames::offer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offered {
+    /// The agent took it.
+    Accepted,
+    /// Kept, to be offered again by [`HeldFrames::retry`].
+    Held,
+    /// The agent refused it for good (malformed, too long, flow table full); not kept.
+    Refused(HostError),
+}
+
+/// Frames refused with backpressure, each with the producer's tag (e.g. a source index).
+#[derive(Debug, Default)]
+pub struct HeldFrames {
+    queue: VecDeque<(u64, Vec<u8>)>,
+    /// Buffers of frames that left, for reuse.
+    spare: Vec<Vec<u8>>,
+}
+
+impl HeldFrames {
+    /// No frame held.
+    pub fn new() -> HeldFrames {
+        HeldFrames::default()
+    }
+
+    /// Frames held.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// True when the producer may produce new frames: nothing is held and the agent has room.
+    pub fn may_offer(&self, agent: &Agent) -> bool {
+        self.queue.is_empty() && agent.can_accept()
+    }
+
+    /// Offers the held frames again, oldest first, until the agent refuses one with
+    /// backpressure. `done(tag, len, result)` is called for every frame that leaves the queue:
+    /// accepted (`Ok`) or refused for good (`Err`).
+    pub fn retry(
+        &mut self,
+        agent: &mut Agent,
+        now: Instant,
+        done: &mut dyn FnMut(u64, usize, Result<(), HostError>),
+    ) {
+        while let Some((tag, frame)) = self.queue.front() {
+            let r = agent.handle_host(now, frame);
+            if r == Err(HostError::Backpressure) {
+                return;
+            }
+            done(*tag, frame.len(), r);
+            if let Some((_, buf)) = self.queue.pop_front() {
+                self.spare.push(buf);
+            }
+        }
+    }
+
+    /// Offers a new frame. Behind held frames it is held too (order is kept); otherwise it
+    /// goes to the agent and is held if refused with backpressure.
+    pub fn offer(&mut self, agent: &mut Agent, now: Instant, tag: u64, frame: &[u8]) -> Offered {
+        if self.queue.is_empty() {
+            match agent.handle_host(now, frame) {
+                Ok(()) => return Offered::Accepted,
+                Err(HostError::Backpressure) => {}
+                Err(e) => return Offered::Refused(e),
+            }
+        }
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(frame);
+        self.queue.push_back((tag, buf));
+        Offered::Held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AgentConfig;
+    use cnm_proto::rng::Rng;
+    use cnm_proto::{Bytes, Rate};
+
+    fn frame(len: usize, tag: u8) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = tag;
+        f
+    }
+
+    #[test]
+    fn refused_frames_wait_in_order_and_leave_when_there_is_room() {
+        let cfg = AgentConfig {
+            line_rate: Rate::from_mbps(10),
+            queue_limit: Bytes::new(10_000),
+            wire_overhead: false,
+            ..AgentConfig::default()
+        };
+        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        let now = Instant::from_nanos(1_000);
+        let mut held = HeldFrames::new();
+        // Two 4000-octet frames take 8000 of the 10000-octet queue: the third does not fit
+        // and is held, and so is the fourth (behind it, although it would fit).
+        assert_eq!(
+            held.offer(&mut agent, now, 1, &frame(4000, 1)),
+            Offered::Accepted
+        );
+        assert_eq!(
+            held.offer(&mut agent, now, 2, &frame(4000, 2)),
+            Offered::Accepted
+        );
+        assert_eq!(
+            held.offer(&mut agent, now, 3, &frame(4000, 3)),
+            Offered::Held
+        );
+        assert_eq!(
+            held.offer(&mut agent, now, 4, &frame(100, 4)),
+            Offered::Held
+        );
+        assert_eq!(held.len(), 2);
+        assert!(!held.may_offer(&agent));
+        // A frame the agent can never take is refused at once, not held.
+        let mut fresh = Agent::new(AgentConfig::default(), Rng::new(1)).unwrap();
+        let mut none_held = HeldFrames::new();
+        assert_eq!(
+            none_held.offer(&mut fresh, now, 9, &[1]),
+            Offered::Refused(HostError::Malformed)
+        );
+        assert!(none_held.is_empty());
+        let mut left = Vec::new();
+        held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
+        assert!(left.is_empty(), "no room yet");
+        // The line sends one frame up (4000 octets leave the queue): both held frames fit
+        // (4000 + 4000 + 100 <= 10000) and leave in the order they came.
+        let mut sent = 0;
+        agent.poll_uplink(now, &mut |_| {
+            sent += 1;
+            true
+        });
+        assert_eq!(sent, 1);
+        held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
+        assert_eq!(left, vec![(3, 4000, Ok(())), (4, 100, Ok(()))]);
+        assert!(held.may_offer(&agent));
+    }
+}
