@@ -27,7 +27,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use cnm_proto::phy::ctl::{ask, Request};
+use daemon_kit::ctl::{ask, Request};
 use daemon_kit::exposition::Exposition;
 use daemon_kit::metrics_http::{Limits, MetricsHttp, Render};
 use serde_json::Value;
