@@ -15,24 +15,26 @@
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
-pub mod events;
 pub mod incast;
 pub mod iperf;
 pub mod modes;
 pub mod netns;
 pub mod pcapfilter;
 pub mod progress;
-pub mod shape;
+pub mod runner;
 pub mod sim;
+pub mod skeleton;
+pub mod world;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::analysis::{Bottleneck, FlowSeries, LinkSpec, Marker, QueueSeries, RunData, RunMeta};
+use crate::analysis::RunData;
 use crate::report::{self, ReportOptions, RunReport};
 use crate::scenario::Scenario;
-use shape::Shape;
+pub use skeleton::skeleton;
+pub use world::Scaling;
 
 /// Where a scenario runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -214,10 +216,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
         .unwrap_or_else(|| default_out(&sc, opts.mode, label.as_deref()));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("results directory {}", dir.display()))?;
-    let mut data = match opts.mode {
-        Mode::Sim => sim::run(&sc, opts, &dir)?,
-        Mode::Netns => netns::run(&sc, opts, &dir)?,
-    };
+    let mut data = runner::run(&sc, opts, &dir)?;
     data.meta.variant = label;
     let ropts = ReportOptions {
         no_plots: opts.no_plots,
@@ -226,208 +225,6 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
     let report = report::write_run(&dir, &data, &ropts)
         .with_context(|| format!("writing results into {}", dir.display()))?;
     Ok(RunOutcome { dir, data, report })
-}
-
-/// How the schedule and the loop are scaled in a world.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Scaling {
-    /// Rates are divided by this (S in netns, 1 in sim).
-    pub rate_div: f64,
-    /// Loop times (delays, RP timer) are multiplied by this (S, 1).
-    pub loop_mul: f64,
-    /// Schedule times (duration, starts, stops, events, window) are multiplied by this.
-    pub sched_mul: f64,
-}
-
-impl Scaling {
-    /// Unscaled.
-    pub const ONE: Scaling = Scaling {
-        rate_div: 1.0,
-        loop_mul: 1.0,
-        sched_mul: 1.0,
-    };
-
-    /// The netns scaling of a scenario.
-    pub fn netns(sc: &Scenario) -> Scaling {
-        let s = sc.scale();
-        let d = sc.topo.duration.as_secs_f64().max(1e-9);
-        let sched = match sc.meta.netns.duration {
-            Some(n) => n.as_secs_f64() / d,
-            None => s,
-        };
-        Scaling {
-            rate_div: s,
-            loop_mul: s,
-            sched_mul: sched,
-        }
-    }
-
-    /// A rate in this world (bit/s).
-    pub fn rate(&self, r: cnm_proto::Rate) -> f64 {
-        r.as_f64() / self.rate_div
-    }
-
-    /// A schedule time in this world (seconds).
-    pub fn at(&self, d: cnm_proto::Duration) -> f64 {
-        d.as_secs_f64() * self.sched_mul
-    }
-}
-
-/// The mode-independent part of a run's [`RunData`]: meta, links (both directions, with the
-/// capacity steps of the events), flows (paths, activity, fair shares), bottleneck, markers.
-pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, Shape) {
-    let shape = Shape::of(&sc.topo);
-    let duration = k.at(sc.topo.duration);
-    let mut meta = RunMeta::new(&sc.name, mode.as_str(), duration, seed);
-    meta.time_scale = k.rate_div;
-    let (w0, w1) = sc.window_s();
-    meta.steady_window = Some((w0 * k.sched_mul, w1 * k.sched_mul));
-    let bn = sc.bottleneck();
-    // Qeq and Qhigh of the bottleneck's switch.
-    if let Some(li) = bn.as_deref().and_then(|b| shape.link_index(b)) {
-        let sw = &shape.links[li].a.node;
-        if let Some(cfg) = sc
-            .topo
-            .switch
-            .get(sw)
-            .and_then(|s| s.bridge.clone())
-            .and_then(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
-        {
-            if cfg.cp.placement != cp_switch::Placement::Off {
-                meta.q_eq_bytes = Some(cfg.cp.cp_queue_set_point.get());
-            }
-            if cfg.lossless.mode != cp_switch::config::LosslessMode::None {
-                meta.q_high_bytes = Some(cfg.lossless.qhigh.get());
-            }
-        } else if sc.topo.switch.contains_key(sw) {
-            let d = cp_switch::BridgeConfig::default();
-            meta.q_eq_bytes = Some(d.cp.cp_queue_set_point.get());
-        }
-        // Qeq moved by parameter events of that switch.
-        for ev in &sc.topo.event {
-            if let Ok(crate::sim::topo::EventKind::Switch { switch, set }) = ev.kind() {
-                let qeq = set
-                    .get("cp_queue_set_point")
-                    .and_then(|v| toml::Value::try_into::<cnm_proto::Bytes>(v.clone()).ok());
-                if let (true, Some(q)) = (switch == sw.as_str(), qeq) {
-                    meta.q_eq_steps.push((k.at(ev.at), q.get()));
-                }
-            }
-        }
-        meta.q_eq_steps.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
-    // Every timed event: `sw0-r0 → 1gbit`, `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=...`.
-    for ev in sc.topo.event.iter().filter(|e| e.at < sc.topo.duration) {
-        meta.markers.push(Marker {
-            t_s: k.at(ev.at),
-            label: ev.label(),
-        });
-    }
-    for (i, f) in sc.topo.flow.iter().enumerate() {
-        if f.start > cnm_proto::Duration::ZERO {
-            let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
-            meta.markers.push(Marker {
-                t_s: k.at(f.start),
-                label: format!("{name} starts"),
-            });
-        }
-        if let Some(stop) = f.stop.filter(|s| *s < sc.topo.duration) {
-            let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
-            meta.markers.push(Marker {
-                t_s: k.at(stop),
-                label: format!("{name} stops"),
-            });
-        }
-    }
-    meta.markers.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    let mut run = RunData::new(meta);
-    for (li, l) in sc.topo.link.iter().enumerate() {
-        for fwd in [true, false] {
-            let name = shape.hop_name((li, fwd));
-            let mut spec = LinkSpec::new(&name, cnm_proto::Rate::from_f64(k.rate(l.rate)));
-            for ev in &sc.topo.event {
-                use crate::sim::topo::{DirSpec, EventKind};
-                let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
-                    continue;
-                };
-                let applies = link == shape.links[li].name
-                    && match dir {
-                        DirSpec::Both => true,
-                        DirSpec::AToB => fwd,
-                        DirSpec::BToA => !fwd,
-                    };
-                if applies {
-                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(rate)));
-                }
-            }
-            run.add_link(spec);
-        }
-    }
-    let macs = sc.topo.host_macs();
-    // FQCN weights (by source MAC) of the switches running FQCN: the fair shares are then the
-    // weighted max-min shares (QCN-REFERENCE §4.2).
-    let fqcn_weights: Vec<(cnm_proto::wire::EthernetAddress, u32)> = sc
-        .topo
-        .switch
-        .values()
-        .filter_map(|s| s.bridge.clone())
-        .filter_map(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
-        .filter(|c| {
-            c.cp.mode == cp_switch::CpMode::Fqcn && c.cp.placement != cp_switch::Placement::Off
-        })
-        .flat_map(|c| c.cp.fqcn_weights)
-        .filter_map(|w| Some((w.mac?, w.weight)))
-        .collect();
-    for (i, f) in sc.topo.flow.iter().enumerate() {
-        let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
-        let path: Vec<String> = shape
-            .path(&f.src, &f.dst)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|h| shape.hop_name(h))
-            .collect();
-        let refs: Vec<&str> = path.iter().map(String::as_str).collect();
-        let mut fs = FlowSeries::new(&name, &refs)
-            .active(k.at(f.start), f.stop.map(|s| k.at(s)))
-            .at_host(&f.src, Some(0));
-        if let Some(m) = macs.get(&f.src) {
-            fs = fs.source_mac(&m.to_string());
-            if let Some((_, w)) = fqcn_weights.iter().find(|(mac, _)| mac == m) {
-                fs = fs.weight(f64::from(*w));
-            }
-        }
-        if let Ok(kind) = f.kind() {
-            use crate::sim::topo::FlowKind;
-            use rp_agent::gen::Pattern;
-            let demand = match kind {
-                FlowKind::Gen(Pattern::Greedy) | FlowKind::Tcp => None,
-                FlowKind::Gen(Pattern::Cbr(r)) => Some(k.rate(r)),
-                FlowKind::Gen(Pattern::OnOff { rate, .. })
-                | FlowKind::Gen(Pattern::Poisson { rate, .. }) => Some(k.rate(rate)),
-                // Measured as goodput in netns (payload of the wire rate), as frames in sim.
-                FlowKind::Udp(r) if mode == Mode::Netns => {
-                    Some(iperf::udp_app_rate(k.rate(r), f.frame_len).0)
-                }
-                FlowKind::Udp(r) => Some(k.rate(r)),
-            };
-            if let Some(r) = demand {
-                fs = fs.demand(cnm_proto::Rate::from_f64(r));
-            }
-        }
-        if let Some(share) = sc.meta.fair_share.get(&name) {
-            fs = fs.fair_share(cnm_proto::Rate::from_f64(k.rate(*share)));
-        }
-        run.add_flow(fs);
-    }
-    if let Some(b) = bn {
-        if let Some(li) = shape.link_index(&b) {
-            let l = &shape.links[li];
-            let key = QueueSeries::key(Some(&l.a.node), &l.a.port, 3, "output");
-            let bott = Bottleneck::new(&b, &b, Some(&key));
-            run.add_bottleneck(bott);
-        }
-    }
-    (run, shape)
 }
 
 /// The short table printed after a run, plus the paths of plots and report.

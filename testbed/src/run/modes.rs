@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use cp_switch::{BridgeConfig, CpMode, Culprit, Placement};
 use rp_agent::RpMode;
 
-use crate::run::shape::Shape;
 use crate::scenario::Scenario;
 
 /// `--cp-mode`.
@@ -360,15 +359,15 @@ fn check_flows(
     cps: &BTreeMap<&str, CpView>,
     rps: &BTreeMap<&str, RpMode>,
 ) -> anyhow::Result<()> {
-    let shape = Shape::of(&sc.topo);
+    let graph = sc.topo.graph();
     for (i, f) in sc.topo.flow.iter().enumerate() {
         let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
         let rp = rps.get(f.src.as_str()).copied().unwrap_or(RpMode::Qcn);
-        let Some(path) = shape.path(&f.src, &f.dst) else {
+        let Some(path) = graph.path(&f.src, &f.dst) else {
             continue;
         };
         for hop in path {
-            let tx = &shape.tx_end(hop).node;
+            let tx = &graph.tx_end(hop).node;
             let Some(cp) = cps.get(tx.as_str()) else {
                 continue;
             };

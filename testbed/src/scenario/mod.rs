@@ -41,6 +41,8 @@
 //! # Errors
 //! Every error names the file, the line when the text has one, and the field.
 
+pub mod graph;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 

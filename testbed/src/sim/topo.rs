@@ -77,6 +77,7 @@
 use super::engine::{Action, Direction, LinkId, LinkSpec, NodeId, Sim, SimBuilder, TraceOptions};
 use super::host::{FlowSpec, HostNode};
 use super::tcp::{IncastSpec, TcpHost};
+use crate::scenario::graph::{Graph, LinkDecl};
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
 use cp_switch::config::StaticEntry;
@@ -84,7 +85,7 @@ use cp_switch::BridgeConfig;
 use rp_agent::gen::Pattern;
 use rp_agent::AgentConfig;
 use serde::Deserialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A topology file that cannot be used.
@@ -586,9 +587,36 @@ impl Topology {
             .collect()
     }
 
+    /// The graph of the links (port names, shortest paths, static FDB entries), as both
+    /// worlds build it. Links naming unknown nodes are kept; [`Topology::build`] reports them.
+    pub fn graph(&self) -> Graph {
+        let decls: Vec<LinkDecl<'_>> = self
+            .link
+            .iter()
+            .map(|l| LinkDecl {
+                a: &l.a,
+                b: &l.b,
+                name: l.name.as_deref(),
+            })
+            .collect();
+        Graph::new(self.switch.keys(), self.host.keys(), &decls)
+    }
+
     /// Creates the simulation: switches (sorted by name) then hosts (sorted by name), links
     /// in file order, flows, incast endpoints, scheduled events.
     pub fn build(&self) -> Result<(Sim, Built), TopoError> {
+        let (mut sim, built, events) = self.build_parts()?;
+        for (at, action) in events {
+            sim.schedule(at, action);
+        }
+        Ok((sim, built))
+    }
+
+    /// [`Topology::build`] without scheduling the events: the simulation, and every
+    /// `[[event]]` as the engine action it becomes, in file order (checked, not yet queued).
+    /// The runner queues them itself ([`crate::run::sim`]).
+    #[allow(clippy::type_complexity)]
+    pub fn build_parts(&self) -> Result<(Sim, Built, Vec<(Instant, Action)>), TopoError> {
         // Names and port names.
         let mut names: Vec<String> = self.switch.keys().cloned().collect();
         names.extend(self.host.keys().cloned());
@@ -598,10 +626,7 @@ impl Topology {
             }
         }
         let index = |n: &str| names.iter().position(|x| x == n);
-        let mut port_names: Vec<Vec<String>> = vec![Vec::new(); names.len()];
-        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); names.len()]; // (peer, my port)
         let mut link_names = Vec::new();
-        let mut specs = Vec::new();
         for (i, l) in self.link.iter().enumerate() {
             let a = index(&l.a)
                 .ok_or_else(|| self.err(format!("link[{i}].a"), format!("no node {:?}", l.a)))?;
@@ -620,35 +645,29 @@ impl Topology {
                     format!("two links are called {name:?}"),
                 ));
             }
-            let mut pn = |node: usize, peer: &str| {
-                let mut nm = peer.to_string();
-                let mut k = 1;
-                while port_names[node].contains(&nm) {
-                    k += 1;
-                    nm = format!("{peer}.{k}");
-                }
-                port_names[node].push(nm.clone());
-                nm
+            link_names.push(name);
+        }
+        // Port names, paths and static FDB entries: the graph both worlds share.
+        let graph = self.graph();
+        let mut specs = Vec::new();
+        for (l, info) in self.link.iter().zip(&graph.links) {
+            let (a, b) = (index(&l.a), index(&l.b));
+            let (Some(a), Some(b)) = (a, b) else {
+                continue; // checked above
             };
-            let ap = pn(a, &l.b);
-            let bp = pn(b, &l.a);
-            adj[a].push((b, port_names[a].len() - 1));
-            adj[b].push((a, port_names[b].len() - 1));
-            link_names.push(name.clone());
             specs.push((
                 a,
                 b,
                 LinkSpec {
                     rate: l.rate,
                     delay: l.delay,
-                    name: Some(name),
-                    a_port: Some(ap),
-                    b_port: Some(bp),
+                    name: Some(info.name.clone()),
+                    a_port: Some(info.a.port.clone()),
+                    b_port: Some(info.b.port.clone()),
                 },
             ));
         }
         let macs = self.host_macs();
-        let ns = self.switch.len();
 
         // Flows.
         let end = Instant::ZERO + self.duration;
@@ -804,7 +823,7 @@ impl Topology {
             flows: flow_list,
             bottleneck: None,
         };
-        for (si, (name, sw)) in self.switch.iter().enumerate() {
+        for (name, sw) in &self.switch {
             let field = format!("switch.{name}.bridge");
             let mut cfg: BridgeConfig = match &sw.bridge {
                 Some(t) => {
@@ -820,48 +839,22 @@ impl Topology {
                 None => BridgeConfig::default(),
             };
             if sw.static_fdb {
-                // Breadth-first search from this switch: the first port on the path to each
-                // host.
-                let mut via: Vec<Option<usize>> = vec![None; names.len()];
-                let mut seen = vec![false; names.len()];
-                seen[si] = true;
-                let mut q = VecDeque::new();
-                for &(peer, port) in &adj[si] {
-                    if !seen[peer] {
-                        seen[peer] = true;
-                        via[peer] = Some(port);
-                        if peer < ns {
-                            q.push_back(peer);
-                        }
-                    }
-                }
-                while let Some(u) = q.pop_front() {
-                    for &(peer, _) in &adj[u] {
-                        if !seen[peer] {
-                            seen[peer] = true;
-                            via[peer] = via[u];
-                            if peer < ns {
-                                q.push_back(peer);
-                            }
-                        }
-                    }
-                }
-                for (h, mac) in &macs {
-                    let Some(hi) = index(h) else { continue };
-                    if let Some(p) = via[hi] {
+                for (h, port) in graph.fdb(name) {
+                    if let Some(mac) = macs.get(&h) {
                         cfg.fdb.static_entries.push(StaticEntry {
                             mac: *mac,
                             vid: None,
-                            port: port_names[si][p].clone(),
+                            port,
                         });
                     }
                 }
             }
             // Validate early so the error names this table (ports are added by the builder).
             let mut probe = cfg.clone();
-            probe.ports = port_names[si]
+            probe.ports = graph
+                .ports(name)
                 .iter()
-                .map(|p| cp_switch::PortConfig::new(p.clone()))
+                .map(|e| cp_switch::PortConfig::new(e.port.clone()))
                 .collect();
             if let Err(e) = probe.validate() {
                 return Err(self.err(format!("{field}.{}", e.field), e.reason));
@@ -870,18 +863,11 @@ impl Topology {
             let id = b.switch(name.clone(), cfg);
             built.switches.push((name.clone(), id));
         }
-        for (hi, (name, h)) in self.host.iter().enumerate() {
+        for (name, h) in &self.host {
             let field = format!("host.{name}.agent");
             let mut table = h.agent.clone().unwrap_or_default();
             let mac = macs[name];
-            let first_link = adj[ns + hi].first().map(|&(peer, _)| {
-                self.link
-                    .iter()
-                    .find(|l| {
-                        (l.a == *name && l.b == names[peer]) || (l.b == *name && l.a == names[peer])
-                    })
-                    .map_or(Rate::ZERO, |l| l.rate)
-            });
+            let first_link = graph.uplink(name).map(|li| self.link[li].rate);
             if !table.contains_key("line_rate") {
                 if let Some(r) = first_link {
                     table.insert("line_rate".into(), toml::Value::String(r.to_string()));
@@ -897,7 +883,7 @@ impl Topology {
                 return Err(self.err(format!("{field}.{}", e.field), e.reason));
             }
             host_cfgs.insert(name.clone(), cfg.clone());
-            if adj[ns + hi].len() > 1 {
+            if graph.degree(name) > 1 {
                 return Err(self.err(
                     format!("host.{name}"),
                     "a host has one uplink (it has several links)",
@@ -924,9 +910,10 @@ impl Topology {
         for (a, bb, spec) in specs {
             b.link(NodeId(a), NodeId(bb), spec);
         }
-        let mut sim = b
+        let sim = b
             .build()
             .map_err(|e| self.err("(topology)", e.to_string()))?;
+        let mut events = Vec::with_capacity(self.event.len());
         self.check_param_events(&switch_cfgs, &host_cfgs)?;
         for (i, ev) in self.event.iter().enumerate() {
             let kind = ev
@@ -963,7 +950,7 @@ impl Topology {
                     set: set.clone(),
                 },
             };
-            sim.schedule(Instant::ZERO + ev.at, action);
+            events.push((Instant::ZERO + ev.at, action));
         }
         if let Some(bn) = &self.output.bottleneck {
             built.bottleneck = Some(
@@ -979,7 +966,7 @@ impl Topology {
                 ));
             }
         }
-        Ok((sim, built))
+        Ok((sim, built, events))
     }
 }
 

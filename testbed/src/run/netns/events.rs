@@ -6,12 +6,12 @@
 //! * A host event is `rp-agent ctl set rp KEY=VALUE...` on the control socket of every
 //!   generator (`rp-agent gen --ctl`, one per flow) of that host whose flow is active at the
 //!   event's time. A generator that starts later gets the change in its configuration file
-//!   instead ([`agent_config_at`]): every host event at or before its flow's start is folded
+//!   instead ([`super::config::agent_config_at`]): every host event at or before its flow's start is folded
 //!   into the host's `[host.X.agent]` table.
 //!
 //! Values follow the time scaling exactly as the static configuration does: the event's keys
 //! are put into the node's configuration table and the very functions that write the daemons'
-//! configuration files ([`super::netns::switch_config`], [`super::netns::agent_config`]) scale
+//! configuration files ([`super::config::switch_config`], [`super::config::agent_config`]) scale
 //! them (rates ÷ S, loop times × S, octets unchanged); the command then carries the scaled
 //! values of the event's keys. So `cp_queue_set_point = "20KB"` is sent unchanged,
 //! `rpg_ai_rate = "10mbit"` at S = 100 as `100kbit`, `rpg_time_reset = "1ms"` as `100ms`.
@@ -22,11 +22,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
 
-use cnm_proto::{Duration, Rate};
+use cnm_proto::Duration;
 
-use super::netns::{agent_config, ctl, switch_config};
-use super::shape::Shape;
-use super::Scaling;
+use super::super::world::Scaling;
+use super::config::{agent_config, switch_config, uplink_rate, with_host_set};
+use super::daemons::ctl;
+use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
 use crate::sim::topo::EventKind;
 
@@ -43,6 +44,8 @@ pub enum Target {
 /// One parameter event, ready to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParamEvent {
+    /// Index of the `[[event]]`.
+    pub event: usize,
     /// When, in seconds of the run's schedule (scaled).
     pub at_s: f64,
     /// Scenario time of the event.
@@ -64,11 +67,10 @@ impl ParamEvent {
     }
 }
 
-/// The parameter events of a scenario in schedule order, and how far they have been sent.
+/// The parameter events of a scenario in schedule order.
 #[derive(Debug, Clone)]
 pub struct ParamEvents {
     events: Vec<ParamEvent>,
-    next: usize,
 }
 
 /// A TOML value as one command word (no spaces: arrays and inline tables written compactly,
@@ -109,87 +111,11 @@ pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
     dir.join(format!("gen-{}.sock", flow_name(sc, i)))
 }
 
-/// The uplink rate of `host` (its first link; 1 Gb/s without one), as the runner uses it.
-fn uplink_rate(sc: &Scenario, shape: &Shape, host: &str) -> Rate {
-    shape
-        .uplink(host)
-        .map(|li| sc.topo.link[li].rate)
-        .unwrap_or(Rate::from_gbps(1))
-}
-
-/// Puts reaction-point overrides into a host's `[host.X.agent]` table (`rp_mode` at the top,
-/// the rest, with or without an `rp.` prefix, under `rp`).
-fn merge_rp(agent: &mut toml::Table, set: &toml::Table) {
-    for (k, v) in set {
-        let k = k.strip_prefix("rp.").unwrap_or(k);
-        if k == rp_agent::config::RP_MODE_KEY {
-            agent.insert(k.to_string(), v.clone());
-        } else {
-            let rp = agent
-                .entry("rp")
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            if let Some(t) = rp.as_table_mut() {
-                t.insert(k.to_string(), v.clone());
-            }
-        }
-    }
-}
-
-/// The scenario with `set` folded into host `host`'s agent table.
-fn with_host_set(sc: &Scenario, host: &str, set: &toml::Table) -> Scenario {
-    let mut sc = sc.clone();
-    if let Some(h) = sc.topo.host.get_mut(host) {
-        let mut agent = h.agent.clone().unwrap_or_default();
-        merge_rp(&mut agent, set);
-        h.agent = Some(agent);
-    }
-    sc
-}
-
-/// The `rp-agent --config` text of `host` for a generator starting at scenario time `start`:
-/// [`agent_config`] of the host's table with every host event at or before `start` folded in
-/// (in time order).
-pub fn agent_config_at(
-    sc: &Scenario,
-    host: &str,
-    line_rate: Rate,
-    k: Scaling,
-    start: Duration,
-) -> anyhow::Result<String> {
-    let mut evs: Vec<_> = sc.topo.event.iter().filter(|e| e.at <= start).collect();
-    evs.sort_by_key(|e| e.at);
-    let mut now = sc.clone();
-    let mut line_rate = line_rate;
-    for e in evs {
-        match e.kind() {
-            Ok(EventKind::Host { host: h, set }) if h == host => {
-                now = with_host_set(&now, host, set);
-            }
-            // A rate change of the host's own uplink before the agent starts: the agent starts
-            // at the new line rate (the runner tells running agents with `ctl set rate`).
-            Ok(EventKind::Link { link, dir, rate }) => {
-                use crate::sim::topo::DirSpec;
-                let sends = sc.topo.link.iter().any(|l| {
-                    let name = l.name.clone().unwrap_or_else(|| format!("{}-{}", l.a, l.b));
-                    name == link
-                        && ((l.a == host && matches!(dir, DirSpec::AToB | DirSpec::Both))
-                            || (l.b == host && matches!(dir, DirSpec::BToA | DirSpec::Both)))
-                });
-                if sends {
-                    line_rate = rate;
-                }
-            }
-            _ => {}
-        }
-    }
-    agent_config(&now, host, line_rate, k)
-}
-
 /// The scaled command words of a switch event: the keys of `set` as the switch's
 /// configuration file would carry them had the scenario's `[cp]` table held them.
 fn switch_words(
     sc: &Scenario,
-    shape: &Shape,
+    graph: &Graph,
     sw: &str,
     set: &toml::Table,
     k: Scaling,
@@ -206,7 +132,7 @@ fn switch_words(
         s.bridge = Some(bridge);
     }
     let dummy = Path::new("-");
-    let text = switch_config(&sc2, shape, sw, k, dummy, dummy, 0)?;
+    let text = switch_config(&sc2, graph, sw, k, dummy, dummy, 0)?;
     let file: toml::Table = toml::from_str(&text)?;
     let cp = file
         .get("bridge")
@@ -223,13 +149,13 @@ fn switch_words(
 /// The scaled command words of a host event (see [`switch_words`]).
 fn host_words(
     sc: &Scenario,
-    shape: &Shape,
+    graph: &Graph,
     host: &str,
     set: &toml::Table,
     k: Scaling,
 ) -> anyhow::Result<Vec<String>> {
     let sc2 = with_host_set(sc, host, set);
-    let text = agent_config(&sc2, host, uplink_rate(sc, shape, host), k)?;
+    let text = agent_config(&sc2, host, uplink_rate(sc, graph, host), k)?;
     let file: toml::Table = toml::from_str(&text)?;
     let rp = file
         .get("rp")
@@ -252,13 +178,13 @@ fn host_words(
 
 impl ParamEvents {
     /// The scenario's switch and host events with their scaled commands, in time order.
-    pub fn new(sc: &Scenario, shape: &Shape, k: Scaling) -> anyhow::Result<ParamEvents> {
+    pub fn new(sc: &Scenario, graph: &Graph, k: Scaling) -> anyhow::Result<ParamEvents> {
         let mut events = Vec::new();
         for (i, ev) in sc.topo.event.iter().enumerate() {
             let (target, words) = match ev.kind() {
                 Ok(EventKind::Switch { switch, set }) => (
                     Target::Switch(switch.to_string()),
-                    switch_words(sc, shape, switch, set, k)?,
+                    switch_words(sc, graph, switch, set, k)?,
                 ),
                 Ok(EventKind::Host { host, set }) => {
                     let flows = sc
@@ -275,13 +201,14 @@ impl ParamEvents {
                         .collect();
                     (
                         Target::Host(host.to_string(), flows),
-                        host_words(sc, shape, host, set, k)?,
+                        host_words(sc, graph, host, set, k)?,
                     )
                 }
                 Ok(EventKind::Link { .. }) => continue,
                 Err((f, m)) => anyhow::bail!("{}: event[{i}].{f}: {m}", sc.file),
             };
             events.push(ParamEvent {
+                event: i,
                 at_s: k.at(ev.at),
                 at: ev.at,
                 target,
@@ -289,7 +216,7 @@ impl ParamEvents {
             });
         }
         events.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-        Ok(ParamEvents { events, next: 0 })
+        Ok(ParamEvents { events })
     }
 
     /// The events, in time order.
@@ -297,46 +224,46 @@ impl ParamEvents {
         &self.events
     }
 
-    /// Sends every event due at `now_s` (seconds since the schedule started): switch
-    /// commands to the socket `switch_ctl(name)` gives, host commands to each active
-    /// generator's socket `gen_ctl(flow)`. Failures are pushed to `warnings`.
-    pub fn fire(
-        &mut self,
-        now_s: f64,
+    /// Sends the change of `[[event]]` number `event` (nothing when it is not a parameter
+    /// event): a switch command to the socket `switch_ctl(name)` gives, a host command to
+    /// each active generator's socket `gen_ctl(flow)`. Failures are pushed to `warnings`.
+    pub fn send(
+        &self,
+        event: usize,
         switch_ctl: &dyn Fn(&str) -> Option<PathBuf>,
         gen_ctl: &dyn Fn(usize) -> PathBuf,
         warnings: &mut Vec<String>,
     ) {
-        while let Some(ev) = self.events.get(self.next).filter(|e| e.at_s <= now_s) {
-            let cmd = ev.command();
-            let socks: Vec<(String, PathBuf)> = match &ev.target {
-                Target::Switch(sw) => match switch_ctl(sw) {
-                    Some(p) => vec![(sw.clone(), p)],
-                    None => {
-                        warnings.push(format!("event at {}: no switch {sw}", ev.at));
-                        Vec::new()
-                    }
-                },
-                Target::Host(h, flows) => {
-                    if flows.is_empty() {
-                        warnings.push(format!(
-                            "event at {} on {h}: no flow of {h} is active then (later \
-                             generators start with the change)",
-                            ev.at
-                        ));
-                    }
-                    flows
-                        .iter()
-                        .map(|&f| (format!("{h} flow {f}"), gen_ctl(f)))
-                        .collect()
+        let Some(ev) = self.events.iter().find(|e| e.event == event) else {
+            return;
+        };
+        let cmd = ev.command();
+        let socks: Vec<(String, PathBuf)> = match &ev.target {
+            Target::Switch(sw) => match switch_ctl(sw) {
+                Some(p) => vec![(sw.clone(), p)],
+                None => {
+                    warnings.push(format!("event at {}: no switch {sw}", ev.at));
+                    Vec::new()
                 }
-            };
-            for (who, sock) in socks {
-                if let Err(e) = ask_retrying(&sock, &cmd) {
-                    warnings.push(format!("event at {} on {who} ({cmd}): {e}", ev.at));
+            },
+            Target::Host(h, flows) => {
+                if flows.is_empty() {
+                    warnings.push(format!(
+                        "event at {} on {h}: no flow of {h} is active then (later \
+                         generators start with the change)",
+                        ev.at
+                    ));
                 }
+                flows
+                    .iter()
+                    .map(|&f| (format!("{h} flow {f}"), gen_ctl(f)))
+                    .collect()
             }
-            self.next += 1;
+        };
+        for (who, sock) in socks {
+            if let Err(e) = ask_retrying(&sock, &cmd) {
+                warnings.push(format!("event at {} on {who} ({cmd}): {e}", ev.at));
+            }
         }
     }
 }
@@ -355,7 +282,9 @@ fn ask_retrying(sock: &Path, cmd: &str) -> anyhow::Result<serde_json::Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::config::agent_config_at;
     use super::*;
+    use cnm_proto::Rate;
 
     const SC: &str = r#"
         duration = "100ms"
@@ -398,9 +327,9 @@ mod tests {
     #[test]
     fn commands_carry_scaled_values() {
         let sc = scenario();
-        let shape = Shape::of(&sc.topo);
+        let graph = sc.topo.graph();
         let k = Scaling::netns(&sc);
-        let ev = ParamEvents::new(&sc, &shape, k).unwrap();
+        let ev = ParamEvents::new(&sc, &graph, k).unwrap();
         let e = ev.events();
         assert_eq!(e.len(), 3);
         assert_eq!(

@@ -1,0 +1,65 @@
+//! Captures of a netns run (`--capture`), taken on the switch side with `tshark`: the
+//! bottleneck port into `bottleneck.pcap`, and what the switch sends towards the first flow's
+//! source into `cnms.pcap` (its CNMs and floods: a filter on the source address, not on the
+//! EtherType, so that a VLAN tag in the packet metadata cannot hide a CNM).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use super::{Setup, RUN_ENV};
+use crate::netns::Child;
+use crate::scenario::graph::End;
+use crate::signals;
+
+/// Starts the captures and waits until each has created its file (then a moment more:
+/// dumpcap starts capturing just after).
+pub fn start(st: &Setup) -> anyhow::Result<Vec<Child>> {
+    let graph = &st.graph;
+    let mut wanted: Vec<(End, PathBuf, Option<String>)> = Vec::new();
+    if let Some(li) = st.bottleneck_link() {
+        wanted.push((
+            graph.links[li].a.clone(),
+            st.dir.join("bottleneck.pcap"),
+            None,
+        ));
+    }
+    if let Some(f) = st.sc.topo.flow.first() {
+        if let Some(li) = graph.uplink(&f.src) {
+            let l = &graph.links[li];
+            let end = if l.a.node == f.src { &l.b } else { &l.a };
+            if let (true, Some(m)) = (end.switch, st.macs.get(&f.src)) {
+                wanted.push((
+                    end.clone(),
+                    st.dir.join("cnms.pcap"),
+                    Some(format!("not ether src {m}")),
+                ));
+            }
+        }
+    }
+    let mut captures = Vec::new();
+    for (i, (end, pcap, filter)) in wanted.iter().enumerate() {
+        let mut c = st.ns[&end.node].command("tshark")?;
+        c.env(RUN_ENV, &st.prefix)
+            .args(["-q", "-F", "pcap", "-i", end.iface(), "-s", "256"]);
+        if let Some(f) = filter {
+            c.arg("-f").arg(f);
+        }
+        c.arg("-w")
+            .arg(pcap)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(
+                st.logs.join(format!("tshark-{i}.log")),
+            )?));
+        captures.push(st.ns[&end.node].spawn_command(c)?);
+    }
+    let deadline = StdInstant::now() + StdDuration::from_secs(10);
+    while !wanted.iter().all(|w| w.1.exists())
+        && StdInstant::now() < deadline
+        && !signals::requested()
+    {
+        std::thread::sleep(StdDuration::from_millis(50));
+    }
+    std::thread::sleep(StdDuration::from_millis(300));
+    Ok(captures)
+}

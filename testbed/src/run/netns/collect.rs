@@ -1,0 +1,329 @@
+//! After a netns run: the generators' and sinks' reports, the iperf3 and incast clients'
+//! outputs, the switches' traces and final statistics, read into the run data.
+//!
+//! * A generator's intervals give its CNMs, its offered rate and what it *should* have sent
+//!   (`intended_bps`: a greedy generator owes the limiter's or the line's rate unless its
+//!   agent pushed back; a patterned one its pattern's rate, capped), and for CBR the pacing
+//!   error.
+//! * A sink's reports are anchored at its first frame (its summary's `secs` before the stop)
+//!   and follow each other by their `secs`; frames it counted lost that no switch dropped were
+//!   lost in the kernel (a fidelity figure).
+//! * iperf3: the receiver's intervals, anchored at the client's start, as the flow's goodput;
+//!   incast: the `incast` flow's goodput per round.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use cnm_proto::Bytes;
+use rp_agent::gen::Pattern;
+use serde_json::Value;
+
+use super::super::world::Scaling;
+use super::daemons::SinkProc;
+use super::endpoints::{ClientProc, GenProc};
+use crate::analysis::trace::{read_trace_file, TraceOptions};
+use crate::analysis::RunData;
+use crate::run::{incast, iperf};
+use crate::scenario::graph::Graph;
+use crate::scenario::Scenario;
+
+/// iperf3 reports: each flow's goodput series (the receiver's intervals, anchored at the
+/// client's start), the client's sending rate as `offered_bps`, retransmissions and losses as
+/// notes.
+pub fn collect_iperf(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) {
+    for c in clients {
+        let f = &sc.topo.flow[c.index];
+        let name = f.name.clone().unwrap_or_else(|| format!("f{}", c.index));
+        let text = std::fs::read_to_string(&c.out).unwrap_or_default();
+        let r = match iperf::parse_report(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                run.warnings.push(format!("flow {name}: {e}"));
+                continue;
+            }
+        };
+        let mut note = format!(
+            "flow {name}: iperf3 {} goodput {:.2} Mb/s ({} octets received, {} sent)",
+            r.protocol,
+            r.goodput_bps() / 1e6,
+            r.received_bytes,
+            r.sent_bytes
+        );
+        if let Some(x) = r.retransmits {
+            note.push_str(&format!(", {x} retransmissions"));
+        }
+        if let (Some(l), Some(p)) = (r.lost_packets, r.packets) {
+            note.push_str(&format!(", {l} of {p} datagrams lost"));
+        }
+        run.warnings.push(note);
+        if let Some(fs) = run.flow_mut(&name) {
+            for &(a, b, bytes) in &r.intervals {
+                fs.push_interval(c.started_s + a, c.started_s + b, Bytes::new(bytes));
+            }
+            fs.offered_bps = Some(r.sent_bps());
+        }
+    }
+}
+
+/// Incast clients: the `incast` flow's goodput per round, rounds and octets per server as a
+/// note (and `incast-N.jsonl` in the results directory).
+pub fn collect_incast(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) {
+    for c in clients {
+        let text = std::fs::read_to_string(&c.out).unwrap_or_default();
+        let r = incast::parse_client_output(&text);
+        let inc = &sc.topo.incast[c.index];
+        if let Some(fs) = run.flow_mut("incast") {
+            for x in &r.rounds {
+                fs.push_interval(
+                    c.started_s + x.start_s,
+                    c.started_s + x.start_s + x.secs,
+                    Bytes::new(x.bytes),
+                );
+            }
+        }
+        let times: Vec<String> = r
+            .rounds
+            .iter()
+            .map(|x| format!("{:.1}", x.secs * 1000.0))
+            .collect();
+        run.warnings.push(format!(
+            "incast {}: {} servers, SRU {}, {} rounds completed, goodput {:.2} Mb/s; \
+             round times (ms): [{}]; octets per server: {:?}{}",
+            c.index,
+            inc.servers.len(),
+            inc.sru,
+            r.rounds.len(),
+            r.goodput_bps() / 1e6,
+            times.join(", "),
+            r.per_server,
+            r.error.map(|e| format!("; error: {e}")).unwrap_or_default()
+        ));
+    }
+}
+
+fn read_json_lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// What the daemons wrote, read after they stopped.
+#[derive(Debug)]
+pub struct Outputs<'a> {
+    /// The generators.
+    pub gens: &'a [GenProc],
+    /// The sinks.
+    pub sinks: &'a [SinkProc],
+    /// Each switch's final `stats`.
+    pub stats: &'a BTreeMap<String, Value>,
+    /// The monotonic clock (ns) at the schedule's start: the traces' time origin.
+    pub t0_mono: u64,
+    /// The bottleneck's (switch, port).
+    pub bn: &'a Option<(String, String)>,
+}
+
+/// Generator and sink reports, traces and final statistics into `run`.
+pub fn collect(
+    sc: &Scenario,
+    graph: &Graph,
+    k: Scaling,
+    run: &mut RunData,
+    dir: &Path,
+    o: &Outputs<'_>,
+) {
+    collect_gens(sc, graph, k, run, o.gens);
+    let lost_total = collect_sinks(sc, run, o.sinks);
+    let stats = o.stats;
+    // Frames the sinks missed that no switch dropped were lost in the kernel.
+    let switch_drops: u64 = stats
+        .values()
+        .filter_map(|v| v["ports"].as_array())
+        .flatten()
+        .filter_map(|p| p["drops"].as_u64())
+        .sum();
+    if lost_total > switch_drops {
+        run.fidelity.unexpected_drops.push((
+            "outside the switches (veth, sockets)".into(),
+            lost_total - switch_drops,
+        ));
+    }
+    // Traces.
+    for sw in &graph.switches {
+        let p = dir.join(format!("trace-{sw}.jsonl"));
+        if p.exists() {
+            let t = read_trace_file(
+                &p,
+                &TraceOptions {
+                    node: Some(sw.clone()),
+                    t0_ns: o.t0_mono,
+                },
+            );
+            run.absorb(t);
+        }
+    }
+    if let (Some((sw, port)), Some(b)) = (o.bn, run.bottlenecks.first_mut()) {
+        let st = stats.get(sw);
+        let p = st
+            .and_then(|v| v["ports"].as_array())
+            .and_then(|ps| ps.iter().find(|x| x["name"] == port.as_str()));
+        let idx = p.and_then(|x| x["index"].as_u64()).map(|i| i.to_string());
+        let mut ports = vec![port.clone()];
+        ports.extend(idx);
+        let refs: Vec<&str> = ports.iter().map(String::as_str).collect();
+        *b = b.clone().events_from(Some(sw), &refs);
+        b.drops = p.and_then(|x| x["drops"].as_u64());
+        b.pause_tx = st.and_then(|v| v["ports"].as_array()).map(|ps| {
+            ps.iter()
+                .filter_map(|x| x["pause_tx"].as_u64())
+                .sum::<u64>()
+        });
+    }
+    run.cnm_from_trace = false;
+    run.warnings.push(format!(
+        "netns run at time scale S = {} (rates ÷ S, loop times × S), schedule × {:.3}",
+        k.rate_div, k.sched_mul
+    ));
+}
+
+/// Generators: offered rate, current rate of the limiter, CNMs, pacing error.
+fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gens: &[GenProc]) {
+    let name_of = |i: usize| {
+        sc.topo.flow[i]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("f{i}"))
+    };
+    for g in gens {
+        let f = &sc.topo.flow[g.flow];
+        let name = name_of(g.flow);
+        let lines = read_json_lines(&g.out);
+        let line_rate = graph
+            .uplink(&f.src)
+            .map(|li| k.rate(sc.topo.link[li].rate))
+            .unwrap_or(0.0);
+        let pattern: Option<Pattern> = f.pattern.parse().ok();
+        let mut cnm_prev = 0u64;
+        let mut bp_prev = 0u64;
+        let (mut want_sum, mut secs_sum) = (0.0, 0.0);
+        let mut pacing = Vec::new();
+        let Some(fs) = run.flow_mut(&name) else {
+            continue;
+        };
+        for v in &lines {
+            let secs = v["secs"].as_f64().unwrap_or(0.0);
+            match v["type"].as_str() {
+                Some("interval") => {
+                    let t = g.started_s + v["start"].as_f64().unwrap_or(0.0) + secs;
+                    let cnm = v["cnm_rx"].as_u64().unwrap_or(0);
+                    if cnm > cnm_prev {
+                        fs.push_cnm_count(t, cnm - cnm_prev);
+                    }
+                    cnm_prev = cnm;
+                    let bps = v["bps"].as_f64().unwrap_or(0.0);
+                    // A greedy generator is short when it left the agent's queue empty
+                    // (no backpressure in the interval) while sending below the limiter's
+                    // rate (or the line rate when no limiter is engaged).
+                    let bp = v["backpressure"].as_u64().unwrap_or(0);
+                    let pressed = bp > bp_prev;
+                    bp_prev = bp;
+                    // Any generator held back by its reaction point (the agent's queue full:
+                    // backpressure) sent what the loop allowed; that is the experiment
+                    // working, not a shortfall. Otherwise a patterned generator owes its
+                    // pattern's rate, capped by the limiter and the line.
+                    let cap = v["cr_bps"].as_f64().unwrap_or(line_rate).min(line_rate);
+                    let want = match pattern {
+                        _ if pressed => bps,
+                        Some(Pattern::Greedy) | None => cap,
+                        Some(Pattern::Cbr(r))
+                        | Some(Pattern::OnOff { rate: r, .. })
+                        | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r).min(cap),
+                    };
+                    want_sum += want * secs;
+                    secs_sum += secs;
+                    // Pacing of a CBR generator, measured where nothing else set its pace.
+                    if let Some(Pattern::Cbr(r)) = pattern {
+                        let r = k.rate(r);
+                        if !pressed && r > 0.0 && r <= cap {
+                            pacing.push(((bps - r) / r).abs());
+                        }
+                    }
+                }
+                Some("summary") => {
+                    fs.offered_bps = v["bps"].as_f64();
+                }
+                _ => {}
+            }
+        }
+        if secs_sum > 0.0 {
+            fs.intended_bps = Some(want_sum / secs_sum);
+        }
+        if !pacing.is_empty() {
+            let e = pacing.iter().sum::<f64>() / pacing.len() as f64;
+            run.fidelity.pacing_error.push((name.clone(), e));
+        }
+    }
+}
+
+/// Sinks: each flow's received throughput; returns the frames the sinks counted lost.
+fn collect_sinks(sc: &Scenario, run: &mut RunData, sinks: &[SinkProc]) -> u64 {
+    let macs = sc.topo.host_macs();
+    let name_of = |i: usize| {
+        sc.topo.flow[i]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("f{i}"))
+    };
+    // Sinks: received throughput per flow; the reports are anchored at the sink's first frame
+    // (its summary's `secs` before the stop) and follow each other by their `secs`.
+    let mut lost_total = 0u64;
+    for s in sinks {
+        let (host, out, stop_s) = (&s.host, &s.out, s.stop_s);
+        let lines = read_json_lines(out);
+        let span = lines
+            .iter()
+            .filter(|v| v["type"] == "summary")
+            .filter_map(|v| v["secs"].as_f64())
+            .fold(0.0, f64::max);
+        let first_frame = stop_s - span;
+        let mut t = first_frame;
+        let mut group_secs = None::<f64>;
+        let mut seen: Vec<(String, u64)> = Vec::new();
+        for v in &lines {
+            let key = (
+                v["src"].as_str().unwrap_or("").to_ascii_lowercase(),
+                v["flow"].as_u64().unwrap_or(0),
+            );
+            match v["type"].as_str() {
+                Some("interval") => {
+                    let secs = v["secs"].as_f64().unwrap_or(0.0);
+                    if group_secs != Some(secs) || seen.contains(&key) {
+                        t += secs;
+                        group_secs = Some(secs);
+                        seen.clear();
+                    }
+                    seen.push(key.clone());
+                    let flow = sc.topo.flow.iter().enumerate().find(|(_, f)| {
+                        &f.dst == host
+                            && macs
+                                .get(&f.src)
+                                .is_some_and(|m| m.to_string().to_ascii_lowercase() == key.0)
+                    });
+                    if let Some((i, _)) = flow {
+                        if let Some(fs) = run.flow_mut(&name_of(i)) {
+                            fs.push_interval(
+                                t - secs,
+                                t,
+                                Bytes::new(v["bytes"].as_u64().unwrap_or(0)),
+                            );
+                        }
+                    }
+                }
+                Some("summary") => lost_total += v["lost"].as_u64().unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    lost_total
+}

@@ -1,0 +1,367 @@
+//! The daemons of a netns run: one `cp-switch` per switch, one `rp-agent sink` per receiving
+//! host, one TAP-mode `rp-agent` per host whose kernel takes part; their binaries, control
+//! sockets and readiness checks.
+//!
+//! * A switch is ready when its control socket answers `stats`.
+//! * A sink is ready when its namespace has a packet socket open (`/proc/net/packet`).
+//! * A TAP agent is ready when its control socket answers; then the TAP gets the host's MAC
+//!   (the agent takes only frames addressed to it, and the switches' static FDB entries point
+//!   at it), the MTU the host's flows ask for, and static neighbour entries for the other such
+//!   hosts (so no ARP crosses the switches).
+//!
+//! Each daemon is a [`Child`] guard: stopped on drop, whatever ends the run.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use anyhow::{bail, Context};
+use cnm_proto::Duration;
+use serde_json::Value;
+
+use super::config::{agent_config_at, switch_config, uplink_rate};
+use super::{Setup, RUN_ENV};
+use crate::netns::Child;
+use crate::signals;
+
+/// The daemons' binaries.
+#[derive(Debug, Clone)]
+pub struct Bins {
+    /// `cp-switch`.
+    pub cp_switch: PathBuf,
+    /// `rp-agent`.
+    pub rp_agent: PathBuf,
+}
+
+impl Bins {
+    /// Looks in `dir`, else `$TESTBED_BIN_DIR`, else next to this program (for a test binary in
+    /// `target/*/deps`, the directory above).
+    pub fn find(dir: Option<&Path>) -> anyhow::Result<Bins> {
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => match std::env::var_os("TESTBED_BIN_DIR") {
+                Some(d) => PathBuf::from(d),
+                None => crate::bins::dir(),
+            },
+        };
+        let b = Bins {
+            cp_switch: dir.join("cp-switch"),
+            rp_agent: dir.join("rp-agent"),
+        };
+        for p in [&b.cp_switch, &b.rp_agent] {
+            if !p.exists() {
+                bail!(
+                    "{} is not built (cargo build --workspace, or --bin-dir DIR)",
+                    p.display()
+                );
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// Removes the run's socket directory on drop.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Asks a daemon's control socket; returns `data`.
+pub fn ctl(path: &Path, words: &str) -> anyhow::Result<Value> {
+    let mut s = std::os::unix::net::UnixStream::connect(path)
+        .with_context(|| format!("control socket {}", path.display()))?;
+    s.set_read_timeout(Some(StdDuration::from_secs(5)))?;
+    writeln!(s, "{words}")?;
+    let mut line = String::new();
+    BufReader::new(&s).read_line(&mut line)?;
+    let v: Value = serde_json::from_str(&line).with_context(|| format!("answer {line:?}"))?;
+    if v["ok"] == Value::Bool(true) {
+        Ok(v["data"].clone())
+    } else {
+        bail!("{words}: {}", v["error"].as_str().unwrap_or("error"))
+    }
+}
+
+/// The last `n` lines of a log.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Why a readiness wait ended without success.
+#[derive(Debug)]
+pub enum NotReady {
+    /// The process exited.
+    Exited,
+    /// 10 s passed.
+    Silent,
+}
+
+/// Polls `ready` every 20 ms for up to 10 s while `child` runs. Ctrl-C is an error.
+pub fn wait_ready(
+    child: &mut Child,
+    mut ready: impl FnMut() -> bool,
+) -> anyhow::Result<Result<(), NotReady>> {
+    let deadline = StdInstant::now() + StdDuration::from_secs(10);
+    loop {
+        if signals::requested() {
+            bail!("interrupted");
+        }
+        if ready() {
+            return Ok(Ok(()));
+        }
+        if !child.is_running() {
+            return Ok(Err(NotReady::Exited));
+        }
+        if StdInstant::now() > deadline {
+            return Ok(Err(NotReady::Silent));
+        }
+        std::thread::sleep(StdDuration::from_millis(20));
+    }
+}
+
+/// A running switch.
+#[derive(Debug)]
+pub struct SwitchProc {
+    /// Switch name.
+    pub name: String,
+    /// The daemon.
+    pub child: Child,
+    /// Its control socket.
+    pub ctl: PathBuf,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+/// A running sink.
+#[derive(Debug)]
+pub struct SinkProc {
+    /// Receiving host.
+    pub host: String,
+    /// The daemon.
+    pub child: Child,
+    /// Its JSON-lines output.
+    pub out: PathBuf,
+    /// When it was stopped (seconds of the schedule).
+    pub stop_s: f64,
+}
+
+/// A host whose kernel takes part (TCP/UDP flows, incast): its TAP agent.
+#[derive(Debug)]
+pub struct StackHost {
+    /// Host name.
+    pub name: String,
+    /// Its address on 10.77.0.0/16.
+    pub ip: String,
+    /// The agent's control socket.
+    pub ctl: PathBuf,
+    /// The agent.
+    pub agent: Child,
+    /// CNMs counted so far.
+    pub cnm_prev: u64,
+}
+
+/// The address of the `i`-th host on the TAP network 10.77.0.0/16.
+fn stack_ip(i: usize) -> String {
+    format!("10.77.{}.{}", i / 250, i % 250 + 1)
+}
+
+/// Starts one `cp-switch` per switch with its generated configuration and waits until every
+/// control socket answers.
+pub fn start_switches(st: &Setup) -> anyhow::Result<Vec<SwitchProc>> {
+    let mut switches = Vec::new();
+    for (i, sw) in st.graph.switches.iter().enumerate() {
+        let ctl_path = st.sock_dir.join(format!("{sw}.ctl"));
+        let trace = st.dir.join(format!("trace-{sw}.jsonl"));
+        let cfg = switch_config(
+            &st.sc,
+            &st.graph,
+            sw,
+            st.k,
+            &ctl_path,
+            &trace,
+            st.seed + i as u64,
+        )?;
+        let cfg_path = st.dir.join(format!("cp-switch-{sw}.toml"));
+        std::fs::write(&cfg_path, cfg)?;
+        let log = st.logs.join(format!("cp-switch-{sw}.log"));
+        let logf = std::fs::File::create(&log)?;
+        let mut c = st.ns[sw].command(&st.bins.cp_switch)?;
+        c.arg("--config")
+            .arg(&cfg_path)
+            .env(RUN_ENV, &st.prefix)
+            .stdout(Stdio::from(logf.try_clone()?))
+            .stderr(Stdio::from(logf));
+        let child = st.ns[sw].spawn_command(c)?;
+        switches.push(SwitchProc {
+            name: sw.clone(),
+            child,
+            ctl: ctl_path,
+            log,
+        });
+    }
+    for s in &mut switches {
+        let ctl_path = s.ctl.clone();
+        match wait_ready(&mut s.child, || ctl(&ctl_path, "stats").is_ok())? {
+            Ok(()) => {}
+            Err(NotReady::Exited) => {
+                bail!(
+                    "cp-switch {} exited at start:\n{}",
+                    s.name,
+                    tail(&s.log, 10)
+                )
+            }
+            Err(NotReady::Silent) => bail!(
+                "cp-switch {}: control socket silent for 10 s:\n{}",
+                s.name,
+                tail(&s.log, 10)
+            ),
+        }
+    }
+    Ok(switches)
+}
+
+/// Starts `rp-agent sink --json` on every host in `receivers` and waits for their packet
+/// sockets.
+pub fn start_sinks(st: &Setup, receivers: &[String]) -> anyhow::Result<Vec<SinkProc>> {
+    let mut sinks = Vec::new();
+    for r in receivers {
+        let out = st.dir.join(format!("sink-{r}.jsonl"));
+        let mut c = st.ns[r].command(&st.bins.rp_agent)?;
+        c.args([
+            "sink",
+            "--uplink",
+            "eth0",
+            "--json",
+            "--interval",
+            &st.interval_arg,
+        ]);
+        c.stdout(Stdio::from(std::fs::File::create(&out)?));
+        c.stderr(Stdio::from(std::fs::File::create(
+            st.logs.join(format!("sink-{r}.log")),
+        )?));
+        let child = st.ns[r].spawn_command(c)?;
+        sinks.push(SinkProc {
+            host: r.clone(),
+            child,
+            out,
+            stop_s: 0.0,
+        });
+    }
+    for s in &mut sinks {
+        let space = &st.ns[s.host.as_str()];
+        let ready = || {
+            let packet = space.exec(&["cat", "/proc/net/packet"]).unwrap_or_default();
+            packet.lines().count() > 1
+        };
+        match wait_ready(&mut s.child, ready)? {
+            Ok(()) => {}
+            Err(NotReady::Exited) => bail!(
+                "rp-agent sink on {} exited at start:\n{}",
+                s.host,
+                tail(&st.logs.join(format!("sink-{}.log", s.host)), 10)
+            ),
+            Err(NotReady::Silent) => {
+                bail!("rp-agent sink on {}: no packet socket after 10 s", s.host)
+            }
+        }
+    }
+    Ok(sinks)
+}
+
+/// Starts the TAP agent of every host in `stack` (host → TAP MTU) and gives each its MAC,
+/// MTU and static neighbours.
+pub fn start_taps(st: &Setup, stack: &BTreeMap<String, u32>) -> anyhow::Result<Vec<StackHost>> {
+    let mut stacks = Vec::new();
+    for (h, mtu) in stack {
+        stacks.push(start_tap(st, h, *mtu)?);
+    }
+    for me in &stacks {
+        let mut batch = String::new();
+        for other in stacks.iter().filter(|o| o.name != me.name) {
+            if let Some(m) = st.macs.get(&other.name) {
+                batch.push_str(&format!(
+                    "neigh replace {} lladdr {m} dev qcn0 nud permanent\n",
+                    other.ip
+                ));
+            }
+        }
+        if !batch.is_empty() {
+            let p = st.dir.join(format!("neigh-{}.batch", me.name));
+            std::fs::write(&p, batch)?;
+            st.ns[&me.name]
+                .exec(&[std::ffi::OsStr::new("ip"), "-batch".as_ref(), p.as_os_str()])
+                .with_context(|| format!("{}: static neighbours", me.name))?;
+        }
+    }
+    Ok(stacks)
+}
+
+/// One TAP agent (see [`start_taps`]).
+fn start_tap(st: &Setup, h: &str, mtu: u32) -> anyhow::Result<StackHost> {
+    let space = &st.ns[h];
+    let _ = space.sysctl("net.ipv4.conf.all.arp_ignore", "1");
+    let host_index = st.graph.hosts.iter().position(|x| x == h).unwrap_or(0);
+    let ip = stack_ip(host_index);
+    let cfg_path = st.dir.join(format!("rp-agent-tap-{h}.toml"));
+    let line = uplink_rate(&st.sc, &st.graph, h);
+    std::fs::write(
+        &cfg_path,
+        agent_config_at(&st.sc, h, line, st.k, Duration::ZERO)?,
+    )?;
+    let ctl_path = st.sock_dir.join(format!("agent-{h}.ctl"));
+    let log = st.logs.join(format!("rp-agent-tap-{h}.log"));
+    let logf = std::fs::File::create(&log)?;
+    let mut c = space.command(&st.bins.rp_agent)?;
+    c.env(RUN_ENV, &st.prefix)
+        .args(["--uplink", "eth0", "--tap", "qcn0", "--tap-ip"])
+        .arg(format!("{ip}/16"))
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--ctl")
+        .arg(&ctl_path)
+        .arg("--seed")
+        .arg((st.seed.wrapping_mul(1000) + 500 + host_index as u64).to_string())
+        .stdout(Stdio::from(logf.try_clone()?))
+        .stderr(Stdio::from(logf));
+    let mut agent = space.spawn_command(c)?;
+    match wait_ready(&mut agent, || ctl(&ctl_path, "stats").is_ok())? {
+        Ok(()) => {}
+        Err(NotReady::Exited) => bail!(
+            "rp-agent (TAP) on {h} exited at start:
+{}",
+            tail(&log, 10)
+        ),
+        Err(NotReady::Silent) => bail!("rp-agent (TAP) on {h}: control socket silent for 10 s"),
+    }
+    // The TAP carries the host's MAC: the agent takes only frames addressed to it (its
+    // `mac`), and the switches' static FDB entries point at it.
+    if let Some(m) = st.macs.get(h) {
+        let m = m.to_string();
+        space
+            .ip(&["link", "set", "dev", "qcn0", "address", &m])
+            .or_else(|_| {
+                space.set_down("qcn0")?;
+                space.ip(&["link", "set", "dev", "qcn0", "address", &m])?;
+                space.set_up("qcn0").map(|_| String::new())
+            })
+            .with_context(|| format!("{h}: TAP address {m}"))?;
+    }
+    if mtu < 1492 {
+        space.set_mtu("qcn0", mtu)?;
+    }
+    Ok(StackHost {
+        name: h.to_string(),
+        ip,
+        ctl: ctl_path,
+        agent,
+        cnm_prev: 0,
+    })
+}
