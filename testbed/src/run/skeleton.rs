@@ -20,6 +20,22 @@ use crate::scenario::Scenario;
 /// capacity steps of the events), flows (paths, activity, fair shares), bottleneck, markers.
 pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, Graph) {
     let graph = sc.topo.graph();
+    let mut run = RunData::new(meta(sc, &graph, mode, k, seed));
+    add_links(sc, &graph, k, &mut run);
+    add_flows(sc, &graph, mode, k, &mut run);
+    if let Some(b) = sc.bottleneck() {
+        if let Some(li) = graph.link_index(&b) {
+            let l = &graph.links[li];
+            let key = QueueSeries::key(Some(&l.a.node), &l.a.port, 3, "output");
+            let bott = Bottleneck::new(&b, &b, Some(&key));
+            run.add_bottleneck(bott);
+        }
+    }
+    (run, graph)
+}
+
+/// Name, mode, schedule, window, Qeq and Qhigh of the bottleneck's switch, markers.
+fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunMeta {
     let duration = k.at(sc.topo.duration);
     let mut meta = RunMeta::new(&sc.name, mode.as_str(), duration, seed);
     meta.time_scale = k.rate_div;
@@ -83,7 +99,11 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, G
         }
     }
     meta.markers.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    let mut run = RunData::new(meta);
+    meta
+}
+
+/// Both directions of every link, with the capacity steps of the link-rate events.
+fn add_links(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData) {
     for (li, l) in sc.topo.link.iter().enumerate() {
         for fwd in [true, false] {
             let name = graph.hop_name((li, fwd));
@@ -106,6 +126,10 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, G
             run.add_link(spec);
         }
     }
+}
+
+/// Every flow: path, activity, source MAC, FQCN weight, demand, given fair share.
+fn add_flows(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, run: &mut RunData) {
     let macs = sc.topo.host_macs();
     // FQCN weights (by source MAC) of the switches running FQCN: the fair shares are then the
     // weighted max-min shares (QCN-REFERENCE §4.2).
@@ -162,13 +186,4 @@ pub fn skeleton(sc: &Scenario, mode: Mode, k: Scaling, seed: u64) -> (RunData, G
         }
         run.add_flow(fs);
     }
-    if let Some(b) = bn {
-        if let Some(li) = graph.link_index(&b) {
-            let l = &graph.links[li];
-            let key = QueueSeries::key(Some(&l.a.node), &l.a.port, 3, "output");
-            let bott = Bottleneck::new(&b, &b, Some(&key));
-            run.add_bottleneck(bott);
-        }
-    }
-    (run, graph)
 }
