@@ -163,38 +163,33 @@ fn compare_plots(
 ) -> Result<Vec<PathBuf>, plot::PlotError> {
     let cols = runs.len().min(3);
     let size = (760, 480);
-    // Common y axes so that panels compare at a glance.
-    let mut max_bps: f64 = 0.0;
-    for (r, a) in runs.iter().zip(analyses) {
-        for f in &r.flows {
-            max_bps = f.samples.iter().map(|s| s.1).fold(max_bps, f64::max);
-        }
-        for e in &a.epochs {
-            max_bps = e.shares.iter().flatten().copied().fold(max_bps, f64::max);
-        }
-    }
+    // Common y axes so that panels compare at a glance, each robust to its run's spikes.
+    let top_bps = runs
+        .iter()
+        .zip(analyses)
+        .map(|(r, a)| plot::throughput_top_bps(r, a))
+        .fold(0.0, f64::max);
     let panels: Vec<ChartSpec> = runs
         .iter()
         .zip(analyses)
         .zip(labels)
         .map(|((r, a), l)| {
-            let mut c = plot::throughput_chart(r, a, Some(max_bps));
-            c.title = format!("{l}: per-flow throughput");
+            let mut c = plot::throughput_chart(r, a, Some(top_bps));
+            c.title = plot::run_title_as(r, "per-flow throughput", Some(l));
             c
         })
         .collect();
     let mut out = plot::render(&panels, cols, &dir.join("throughput"), size)?;
     // Queues overlaid: each run's first plotted queue.
     let end = runs.iter().map(|r| r.meta.duration_s).fold(0.0, f64::max);
-    let mut q = ChartSpec {
-        title: format!("{}: bottleneck queue", runs[0].meta.scenario),
-        x_label: "time (s)".into(),
-        y_label: "queue (kB, 1 kB = 1000 octets)".into(),
-        x_range: (0.0, end),
-        y_max: None,
-        lines: Vec::new(),
-        vlines: runs[0].meta.markers.iter().map(|m| m.t_s).collect(),
-    };
+    let mut q = plot::queue_chart(&runs[0], None);
+    q.title = format!(
+        "{}: bottleneck queue ({})",
+        runs[0].meta.scenario,
+        labels.join(" vs ")
+    );
+    q.x_range = (0.0, end);
+    q.lines.clear();
     for (k, (r, l)) in runs.iter().zip(labels).enumerate() {
         let single = plot::queue_chart(r, None);
         if let Some(first) = single.lines.into_iter().next().filter(|l| !l.dashed) {
@@ -229,22 +224,18 @@ fn compare_plots(
         }
     }
     out.extend(plot::render(&[q], 1, &dir.join("queues"), (1000, 560))?);
-    let mut max_cnm: f64 = 0.0;
-    for (r, a) in runs.iter().zip(analyses) {
-        let bin = plot::cnm_bin(r, a);
-        for cnm in &a.cnms.per_flow {
-            for (_, v) in crate::analysis::metrics::cnm_rate_series(cnm, bin, r.meta.duration_s) {
-                max_cnm = max_cnm.max(v);
-            }
-        }
-    }
+    let top_cnm = runs
+        .iter()
+        .zip(analyses)
+        .map(|(r, a)| plot::cnm_chart(r, a, None).robust_y_top())
+        .fold(1.0, f64::max);
     let panels: Vec<ChartSpec> = runs
         .iter()
         .zip(analyses)
         .zip(labels)
         .map(|((r, a), l)| {
-            let mut c = plot::cnm_chart(r, a, Some(max_cnm.max(1.0)));
-            c.title = format!("{l}: CNMs per flow");
+            let mut c = plot::cnm_chart(r, a, Some(top_cnm));
+            c.title = plot::run_title_as(r, "CNMs received per flow", Some(l));
             c
         })
         .collect();

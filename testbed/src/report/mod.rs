@@ -2,7 +2,8 @@
 //!
 //! [`write_run`] analyzes a [`RunData`] and writes into one directory:
 //! `summary.json`, `flows.csv`, `queues.csv`, `cnms.csv`, `throughput.{png,svg}`,
-//! `queues.{png,svg}`, `cnms.{png,svg}` and `report.md` embedding the plots and the summary
+//! `throughput-log.{png,svg}`, `queues.{png,svg}`, `cnms.{png,svg}` and `report.md` embedding
+//! the plots and the summary
 //! tables. [`compare::write_compare`] does the same for several runs of one scenario under
 //! different modes or variants, side by side. [`table`] prints the terminal tables.
 
@@ -202,7 +203,12 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
         for (name, what) in [
             (
                 "throughput",
-                "Per-flow throughput; dashed: max-min fair shares; grey: scenario events",
+                "Per-flow throughput; dashed: max-min fair shares; grey: scenario events; \
+                 shaded: the steady window the summary averages over",
+            ),
+            (
+                "throughput-log",
+                "The same on a logarithmic axis (low-rate phases readable)",
             ),
             ("queues", "Queue length with Qeq and Qhigh"),
             ("cnms", "CNMs received per second per flow"),
