@@ -7,9 +7,13 @@
 //! * [`phy`] — thin Linux I/O: AF_PACKET ports with PACKET_MMAP rings, TAP devices, an in-memory
 //!   pipe pair for tests, and classic pcap files. The only module allowed to use `unsafe`.
 //! * [`time`] — [`time::Instant`], [`time::Duration`], [`time::Rate`], [`time::Bytes`].
+//! * [`line`] — the line clock: what a frame costs on an 802.3 line and when it finishes
+//!   there ([`line::LineClock`], [`line::Overheads`]), shared by the switch's shaper, the
+//!   agent's pacers and the simulator's links.
 //! * [`rng`] — the seeded generator every core takes as input.
 #![deny(unsafe_code)]
 
+pub mod line;
 pub mod phy;
 pub mod rng;
 pub mod time;

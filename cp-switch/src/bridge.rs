@@ -309,7 +309,7 @@ impl Bridge {
             .iter()
             .map(|p| p.cnd_defense != CndDefense::Disabled)
             .collect();
-        let line_cost = crate::cp::explicit_rate::LineCost::of(&cfg.shaper);
+        let line_cost = cfg.shaper.overheads();
         let (cps, cp_slot) = build_cps(&cfg.cp, cfg.mac, &rates, &cp_ports, line_cost, &mut rng);
         let has_edge = cfg.ports.iter().any(|p| p.cnd_defense == CndDefense::Edge);
         Ok(Bridge {

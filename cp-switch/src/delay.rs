@@ -3,8 +3,13 @@
 //! A frame that starts transmission at `start` on a link with one-way propagation delay `d` is
 //! handed to the wire (the caller's `tx`) at `start + d`, so a topology gets a real round-trip
 //! time without `netem` (which this kernel lacks). A link does not reorder, so when the delay
-//! is lowered at run time a frame is never delivered before one that left earlier:
+//! changes at run time a frame is never delivered before one that left earlier:
 //! `due = max(start + d, due of the previous frame)`.
+//!
+//! A delay change applies to the frames still on the wire too: each is re-timed to
+//! `max(start + d_new, due of the previous frame)`, as if the link had had the new delay when
+//! it left. So a port whose delay went to 100 000 s and back to 0 delivers what is waiting at
+//! once instead of after the old delay.
 //!
 //! The frames "on the wire" are bounded in bytes (shaped ports hold at most `rate × d`, the
 //! bound `buffers.delay_line` matters for unshaped ports); a frame that does not fit is dropped
@@ -18,7 +23,8 @@ use std::collections::VecDeque;
 #[derive(Debug)]
 pub struct DelayLine {
     delay: Duration,
-    q: VecDeque<(Instant, Frame)>,
+    /// `(due, start, frame)`, dues non-decreasing.
+    q: VecDeque<(Instant, Instant, Frame)>,
     bytes: u64,
     limit: u64,
     last_due: Instant,
@@ -41,9 +47,17 @@ impl DelayLine {
         self.delay
     }
 
-    /// Changes the delay for frames starting from now on.
+    /// Changes the delay, for the frames on the wire as for the frames to come.
     pub fn set_delay(&mut self, delay: Duration) {
         self.delay = delay;
+        let mut prev = Instant::ZERO;
+        for (due, start, _) in self.q.iter_mut() {
+            *due = (*start + delay).max(prev);
+            prev = *due;
+        }
+        if !self.q.is_empty() {
+            self.last_due = prev;
+        }
     }
 
     /// True when no delay applies and nothing is in flight: frames may go straight out.
@@ -62,21 +76,21 @@ impl DelayLine {
         let due = (start + self.delay).max(self.last_due);
         self.last_due = due;
         self.bytes += len;
-        self.q.push_back((due, f));
+        self.q.push_back((due, start, f));
         Ok(())
     }
 
     /// When the first frame in flight arrives.
     #[inline]
     pub fn next_due(&self) -> Option<Instant> {
-        self.q.front().map(|(t, _)| *t)
+        self.q.front().map(|(t, _, _)| *t)
     }
 
     /// The first frame if it has arrived by `now`.
     #[inline]
     pub fn front_due(&self, now: Instant) -> Option<&Frame> {
         match self.q.front() {
-            Some((t, f)) if *t <= now => Some(f),
+            Some((t, _, f)) if *t <= now => Some(f),
             _ => None,
         }
     }
@@ -84,7 +98,7 @@ impl DelayLine {
     /// Removes the first frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Frame> {
-        let (_, f) = self.q.pop_front()?;
+        let (_, _, f) = self.q.pop_front()?;
         self.bytes -= f.len() as u64;
         Some(f)
     }
@@ -126,5 +140,39 @@ mod tests {
         assert_eq!(d.front_due(at).unwrap().buf[0], 2);
         d.pop();
         assert!(d.bypass());
+    }
+
+    #[test]
+    fn a_lowered_delay_releases_the_frames_waiting() {
+        let mut p = FramePool::new();
+        let mut d = DelayLine::new(Duration::from_secs(100_000), 10_000);
+        let t0 = Instant::from_nanos(1_000);
+        d.push(t0, p.frame(&[1; 100], t0, 0).unwrap()).unwrap();
+        d.push(
+            t0 + Duration::from_micros(5),
+            p.frame(&[2; 100], t0, 0).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(d.next_due(), Some(t0 + Duration::from_secs(100_000)));
+        let t1 = t0 + Duration::from_millis(1);
+        d.set_delay(Duration::ZERO);
+        // Both are due at their start now, in order.
+        assert_eq!(d.next_due(), Some(t0));
+        assert_eq!(d.front_due(t1).unwrap().buf[0], 1);
+        d.pop();
+        assert_eq!(d.front_due(t1).unwrap().buf[0], 2);
+        d.pop();
+        // The next frame is not held behind the old far-future due.
+        d.push(t1, p.frame(&[3; 100], t1, 0).unwrap()).unwrap();
+        assert_eq!(d.next_due(), Some(t1));
+        // Raised again: what is on the wire waits for the new delay, still in order.
+        d.push(
+            t1 + Duration::from_micros(1),
+            p.frame(&[4; 100], t1, 0).unwrap(),
+        )
+        .unwrap();
+        d.set_delay(Duration::from_micros(10));
+        assert_eq!(d.next_due(), Some(t1 + Duration::from_micros(10)));
+        assert!(d.front_due(t1 + Duration::from_micros(9)).is_none());
     }
 }

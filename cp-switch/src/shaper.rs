@@ -1,64 +1,58 @@
 //! Byte-accurate line-rate emulation for one output port.
 //!
-//! A port with an emulated rate `R` transmits one frame at a time; a frame of `L` octets
-//! occupies the line for `(L' × 8) / R` seconds, where `L'` is what the frame costs on a real
-//! Ethernet: the frame padded to the 60-octet minimum (802.3-2018 clause 4.2.3.3), plus the
-//! 4-octet FCS, plus 20 octets of preamble, SFD and minimum inter-packet gap (802.3-2018
-//! clauses 3.1.1 and 4.4.2) — each part configurable ([`crate::config::ShaperConfig`]).
+//! A port with an emulated rate `R` transmits one frame at a time on a
+//! [`cnm_proto::line::LineClock`]: a frame of `L` octets occupies the line for `(L' × 8) / R`
+//! seconds, where `L'` is what the frame costs on a real Ethernet (padding to the minimum
+//! frame, FCS, preamble/SFD and inter-frame gap, IEEE 802.3-2018 clauses 3.1.1, 3.2.9, 4.4.2),
+//! each part configurable ([`crate::config::ShaperConfig`], [`ShaperConfig::overheads`]).
 //!
-//! The pacer keeps `next_free`, the instant the line becomes free. A frame may start when it
-//! is ready (it reached the head of its queue, PAUSE over) and the line is free:
+//! A frame may start when it is ready (it reached the head of its queue, PAUSE over) and the
+//! line is free, and then starts at the line clock's one rule
 //!
-//! `start = max(next_free, ready, now − catch_up)`, `next_free = start + L' × 8 / R`.
+//! `start = max(next_free, ready, now − catch_up)`:
 //!
-//! Computing `start` from `next_free` rather than from `now` keeps the long-run rate exact even
-//! when the caller polls late: a busy transmitter is back-dated to where the line really
-//! became free, so a late poll sends the frames that would have left meanwhile (a burst of at
-//! most `catch_up` worth of line time). A line that went idle starts again at the frame's
-//! ready time, never earlier. The arithmetic is exact integer arithmetic: the serialisation
-//! time `L' × 8 × 10⁹ / R` ns is split into whole nanoseconds and a remainder carried to the next
-//! frame, so rounding never accumulates (a per-frame round-up would make 64-octet frames at
-//! 100 Gb/s 14 % slow).
+//! a busy transmitter polled late is back-dated to where the line really became free, so a
+//! late poll sends the frames that would have left meanwhile (a burst of at most `catch_up`
+//! worth of line time); a line that went idle starts again at the frame's ready time, never
+//! earlier. A control frame (PAUSE, CNM) sent ahead of the queues is ready when it is made, so
+//! it starts when the line is free and not before `now`. The serialisation arithmetic is exact
+//! (see [`cnm_proto::line`]).
+//!
+//! A rate change re-times what the line still owes at the new rate (the rest of the frame in
+//! flight), so a port slowed to 1 bit/s and raised again is free within one frame time at the
+//! new rate, not after the hours the old rate would have taken.
 
 use crate::config::ShaperConfig;
-use cnm_proto::{Bytes, Duration, Instant, Rate};
+use cnm_proto::line::{LineClock, Overheads};
+use cnm_proto::{Bytes, Instant, Rate};
 
-/// Preamble + SFD + minimum IPG: 7 + 1 + 12 octets (802.3-2018 clauses 3.1.1, 4.4.2).
-pub const WIRE_OVERHEAD: u64 = 20;
-/// Frame check sequence (802.3-2018 clause 3.2.9).
-pub const FCS_LEN: u64 = 4;
-/// Minimum frame without FCS (802.3-2018 clause 4.2.3.3: 64 octets with FCS).
-pub const MIN_FRAME: u64 = 60;
+impl ShaperConfig {
+    /// What the port's line emulation charges per frame, from the `pad`, `fcs` and
+    /// `wire_overhead` settings (the congestion points' explicit-rate measurement counts the
+    /// same octets).
+    pub fn overheads(&self) -> Overheads {
+        Overheads::new(self.pad, self.fcs, self.wire_overhead)
+    }
+}
 
 /// The pacer of one output port.
 #[derive(Debug, Clone)]
 pub struct Shaper {
+    /// `None`: unshaped (the clock then keeps the last rate, unused).
     rate: Option<Rate>,
-    next_free: Instant,
-    /// Fraction of a nanosecond owed by `next_free`, in units of 1/rate ns (`0..rate`).
-    rem: u64,
-    extra: u64,
-    pad: bool,
-    catch_up: Duration,
+    clock: LineClock,
 }
 
 impl Shaper {
     /// A pacer at `rate` (`None` = unshaped).
     pub fn new(rate: Option<Rate>, cfg: &ShaperConfig) -> Self {
-        let mut extra = 0;
-        if cfg.wire_overhead {
-            extra += WIRE_OVERHEAD;
-        }
-        if cfg.fcs {
-            extra += FCS_LEN;
-        }
         Shaper {
             rate,
-            next_free: Instant::ZERO,
-            rem: 0,
-            extra,
-            pad: cfg.pad,
-            catch_up: cfg.catch_up,
+            clock: LineClock::new(
+                rate.unwrap_or(Rate::from_bps(1)),
+                cfg.overheads(),
+                cfg.catch_up,
+            ),
         }
     }
 
@@ -67,74 +61,59 @@ impl Shaper {
         self.rate
     }
 
-    /// Changes the rate. The frame in transmission finishes at the old rate.
+    /// Changes the rate at `now`. Between two rates, the rest of the frame in transmission is
+    /// sent at the new rate ([`LineClock::set_rate`]); a port that was unshaped starts afresh
+    /// at `now`.
     pub fn set_rate(&mut self, now: Instant, rate: Option<Rate>) {
-        if self.rate.is_none() {
-            self.next_free = now;
+        match (self.rate, rate) {
+            (Some(_), Some(r)) => self.clock.set_rate(now, r),
+            (None, Some(r)) => {
+                self.clock.set_next_rate(r);
+                self.clock.reset(now);
+            }
+            (_, None) => {}
         }
-        self.rem = 0;
         self.rate = rate;
     }
 
     /// Forgets the line's history (link came up): the next frame may start at `now`.
     pub fn reset(&mut self, now: Instant) {
-        self.next_free = now;
-        self.rem = 0;
+        self.clock.reset(now);
     }
 
     /// Octets a frame of `len` octets occupies on the line.
     #[inline]
     pub fn wire_bytes(&self, len: usize) -> Bytes {
-        let l = len as u64;
-        let l = if self.pad { l.max(MIN_FRAME) } else { l };
-        Bytes::new(l + self.extra)
+        self.clock.wire_bytes(len)
     }
 
     /// When the line is free for the next frame (`None` if unshaped: always).
     #[inline]
     pub fn next_free(&self) -> Option<Instant> {
-        self.rate.map(|_| self.next_free)
+        self.rate.map(|_| self.clock.next_free())
     }
 
     /// Whether a frame that became ready at `ready` may start at `now`.
     #[inline]
     pub fn may_start(&self, now: Instant, ready: Instant) -> bool {
-        self.rate.is_none() || (self.next_free <= now && ready <= now)
+        self.rate.is_none() || (self.clock.may_start(now) && ready <= now)
     }
 
     /// Records the transmission of a frame of `len` octets that became ready at `ready`
     /// (call only when [`Shaper::may_start`] holds). Returns its start time.
     #[inline]
     pub fn start(&mut self, now: Instant, ready: Instant, len: usize) -> Instant {
-        let Some(rate) = self.rate else {
+        if self.rate.is_none() {
             return now;
-        };
-        let start = self.next_free.max(ready).max(now - self.catch_up);
-        self.occupy(start, rate, len);
-        start
-    }
-
-    /// The line is busy from `start` for one frame of `len` octets.
-    #[inline]
-    fn occupy(&mut self, start: Instant, rate: Rate, len: usize) {
-        if start != self.next_free {
-            // The line was idle (or is being caught up): no fraction is owed.
-            self.rem = 0;
         }
-        let r = u128::from(rate.bps());
-        let total =
-            u128::from(self.wire_bytes(len).get()) * 8 * 1_000_000_000 + u128::from(self.rem);
-        let ns = u64::try_from(total / r).unwrap_or(u64::MAX);
-        // Below `rate`, so it fits.
-        self.rem = (total % r) as u64;
-        self.next_free = start + Duration::from_nanos(ns);
+        self.clock.start(now, ready, len)
     }
 
-    /// Charges a control frame sent immediately (ahead of data): it occupies the line too.
+    /// Charges a control frame made and sent at `now` (ahead of data): it occupies the line
+    /// too, from when the line is free and not before `now`.
     pub fn charge_now(&mut self, now: Instant, len: usize) {
-        if let Some(rate) = self.rate {
-            let start = self.next_free.max(now - self.catch_up);
-            self.occupy(start, rate, len);
+        if self.rate.is_some() {
+            self.clock.start(now, now, len);
         }
     }
 }
@@ -142,6 +121,7 @@ impl Shaper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cnm_proto::Duration;
 
     #[test]
     fn paces_at_rate_and_catches_up() {
@@ -173,5 +153,55 @@ mod tests {
         assert!(u.may_start(t0, t0));
         assert_eq!(u.start(t0, t0, 100), t0);
         assert_eq!(u.next_free(), None);
+    }
+
+    #[test]
+    fn overheads_follow_the_settings() {
+        assert_eq!(ShaperConfig::default().overheads(), Overheads::ETHERNET);
+        let veth = ShaperConfig {
+            wire_overhead: false,
+            fcs: false,
+            pad: false,
+            ..ShaperConfig::default()
+        };
+        assert_eq!(veth.overheads(), Overheads::FRAME);
+        let ifg_only = ShaperConfig {
+            fcs: false,
+            pad: false,
+            ..ShaperConfig::default()
+        };
+        assert_eq!(ifg_only.overheads().octets(100), 120);
+    }
+
+    #[test]
+    fn a_control_frame_on_an_idle_line_banks_no_credit() {
+        let mut s = Shaper::new(Some(Rate::from_gbps(1)), &ShaperConfig::default());
+        let t0 = Instant::from_nanos(10_000_000);
+        s.charge_now(t0, 1476);
+        // The line was idle: the control frame occupies it from now, not `catch_up` earlier.
+        assert_eq!(s.next_free(), Some(t0 + Duration::from_micros(12)));
+        assert!(!s.may_start(t0 + Duration::from_micros(11), t0));
+    }
+
+    #[test]
+    fn slowing_to_one_bit_and_back_does_not_wedge_the_port() {
+        let mut s = Shaper::new(Some(Rate::from_mbps(100)), &ShaperConfig::default());
+        let t0 = Instant::from_nanos(1_000_000);
+        s.set_rate(t0, Some(Rate::from_bps(1)));
+        // A 1500-octet (on the wire) frame at 1 bit/s: 12 000 s.
+        assert_eq!(s.start(t0, t0, 1476), t0);
+        assert_eq!(s.next_free(), Some(t0 + Duration::from_secs(12_000)));
+        // 1 ms later the rate is 100 Mb/s again: the 11 999.999 bits still owed take
+        // 119 999.99 ns, not hours.
+        let t1 = t0 + Duration::from_millis(1);
+        s.set_rate(t1, Some(Rate::from_mbps(100)));
+        assert_eq!(s.next_free(), Some(t1 + Duration::from_nanos(119_999)));
+        assert!(s.may_start(t1 + Duration::from_micros(120), t1));
+        // Unshaped and back: starts afresh.
+        s.set_rate(t1, None);
+        assert!(s.may_start(t1, t1));
+        let t2 = t1 + Duration::from_micros(1);
+        s.set_rate(t2, Some(Rate::from_gbps(1)));
+        assert_eq!(s.next_free(), Some(t2));
     }
 }

@@ -3,6 +3,7 @@
 
 mod core_support;
 
+use cnm_proto::line::Overheads;
 use cnm_proto::{Duration, Instant, Rate};
 use core_support::*;
 use cp_switch::{BridgeConfig, Event, PortConfig, PortId};
@@ -10,7 +11,7 @@ use cp_switch::{BridgeConfig, Event, PortConfig, PortId};
 /// Bytes a frame of `len` octets costs on the line with the default shaper settings:
 /// padding to 60, FCS 4, preamble + SFD + IPG 20.
 fn wire(len: usize) -> u64 {
-    len.max(60) as u64 + 24
+    Overheads::ETHERNET.octets(len)
 }
 
 /// Keeps output p1 backlogged from input p0 and measures its rate over `window` by the
@@ -132,7 +133,8 @@ fn propagation_delay() {
     assert_eq!(p2.len(), 2);
     assert_eq!(p2[0].at, t0 + Duration::from_micros(100));
     assert_eq!(p2[1].at, t0 + Duration::from_micros(112));
-    // Lowering the delay never reorders frames already in flight.
+    // Lowering the delay re-times the frame already in flight (it left at t1: due at t1 with
+    // no delay) and never reorders frames.
     h.clear();
     let t1 = h.now;
     h.rx(0, &frame(mac(1), mac(0), None, 100));
@@ -143,8 +145,8 @@ fn propagation_delay() {
     let p1 = h.data_out(1);
     assert_eq!(p1.len(), 2);
     assert_eq!(p1[0].bytes.len(), 100);
-    assert_eq!(p1[0].at, t1 + Duration::from_micros(25));
-    assert_eq!(p1[1].at, t1 + Duration::from_micros(25));
+    assert_eq!(p1[0].at, t1);
+    assert_eq!(p1[1].at, t1);
     // With the delay gone and the line empty, frames leave at once.
     h.clear();
     h.rx(0, &frame(mac(1), mac(0), None, 100));
@@ -185,4 +187,53 @@ fn runtime_rate_change_10_1_10() {
         vec![Some(Rate::from_mbps(10)), Some(Rate::from_mbps(100)), None]
     );
     let _ = Instant::ZERO;
+}
+
+/// Issue 15: `set rate P 1bit` then `set rate P 100mbit` left the frame started at 1 bit/s
+/// holding the line for 12 000 s, and everything queued behind it.
+#[test]
+fn one_bit_then_100mbit_does_not_wedge_the_port() {
+    let mut h = shaped(Rate::from_mbps(100));
+    h.bridge
+        .set_port_rate(h.now, PortId(1), Some(Rate::from_bps(1)));
+    for _ in 0..3 {
+        h.rx(0, &frame(mac(1), mac(0), None, 1000));
+    }
+    h.run_until(h.now + Duration::from_millis(1));
+    assert_eq!(h.data_out(1).len(), 1, "one frame started at 1 bit/s");
+    let t1 = h.now;
+    h.bridge
+        .set_port_rate(t1, PortId(1), Some(Rate::from_mbps(100)));
+    // The rest of the first frame and the two others: about 3 × 82 µs at 100 Mb/s.
+    h.run_until(t1 + Duration::from_millis(1));
+    let out = h.data_out(1);
+    assert_eq!(out.len(), 3);
+    assert!(
+        out[2].at < t1 + Duration::from_micros(300),
+        "{:?}",
+        out[2].at
+    );
+    assert_eq!(h.bridge.poll_timeout(), None);
+}
+
+/// Issue 15: `set delay P 100000s` then `set delay P 0s` held every later frame behind the one
+/// on the wire for 100 000 s.
+#[test]
+fn a_huge_delay_then_zero_does_not_wedge_the_port() {
+    let cfg = BridgeConfig::with_ports(Harness::ports(2));
+    let mut h = Harness::new(cfg);
+    h.learn(1, 1);
+    h.bridge
+        .set_port_delay(h.now, PortId(1), Duration::from_secs(100_000));
+    h.rx(0, &frame(mac(1), mac(0), None, 100));
+    h.run_until(h.now + Duration::from_millis(1));
+    assert!(h.data_out(1).is_empty());
+    let t1 = h.now;
+    h.bridge.set_port_delay(t1, PortId(1), Duration::ZERO);
+    h.rx(0, &frame(mac(1), mac(0), None, 200));
+    h.run_until(t1 + Duration::from_millis(1));
+    let out = h.data_out(1);
+    assert_eq!(out.len(), 2);
+    assert_eq!((out[0].bytes.len(), out[0].at), (100, t1));
+    assert_eq!((out[1].bytes.len(), out[1].at), (200, t1));
 }

@@ -85,7 +85,8 @@ pub const MAX_PDU_LEN: usize = HEADER_LEN + MAX_MSDU_LEN;
 /// Priority CNMs are sent at by default (**\[choice\]**; the MIB's CnmTransmitPriority).
 pub const DEFAULT_CNM_PRIORITY: u8 = 6;
 
-/// Largest QntzFb (6 bits).
+/// Largest QntzFb: the field is six bits (802.1Q clause 33.4.4). The one definition: the
+/// congestion and reaction points re-export it.
 pub const QNTZ_FB_MAX: u8 = 63;
 
 /// A congestion point identifier (IEEE 802.1Q clause 33.4, 8 octets).

@@ -48,8 +48,7 @@
 //!   frame's own octets would make a fully used link show `A = 0.984·C` for 1500-octet frames,
 //!   and the queue would settle where `f(q) = 0.984` — at 1.34·qeq, not at qeq.
 
-use crate::config::ShaperConfig;
-use crate::shaper::{FCS_LEN, MIN_FRAME, WIRE_OVERHEAD};
+use cnm_proto::line::Overheads;
 use cnm_proto::{Duration, Instant, Rate};
 
 /// Default a of the hyperbolic queue control (the seed's simulation parameters).
@@ -140,59 +139,10 @@ pub fn queue_control(q: u64, qeq: u64, a: f64, b: f64, c: f64) -> f64 {
 }
 
 /// What a frame of `len` octets (as handed to the bridge: no FCS) costs on the line the CP's
-/// capacity `C` describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LineCost {
-    /// Octets added to every frame (FCS, preamble, SFD, inter-packet gap).
-    pub extra: u64,
-    /// Shorter frames count as this many octets (the MAC pads them); 0 = no padding.
-    pub pad_to: u64,
-}
-
-impl LineCost {
-    /// A real Ethernet line: padded to 60 octets (802.3-2018 clause 4.2.3.3), + 4 FCS
-    /// (clause 3.2.9), + 20 preamble/SFD/IPG (clauses 3.1.1, 4.4.2). The default, matching the
-    /// default `[shaper]`.
-    pub const ETHERNET: LineCost = LineCost {
-        extra: FCS_LEN + WIRE_OVERHEAD,
-        pad_to: MIN_FRAME,
-    };
-
-    /// The frame's own octets only (a line emulation that charges nothing else, e.g. the
-    /// daemon's default on veth).
-    pub const FRAME: LineCost = LineCost {
-        extra: 0,
-        pad_to: 0,
-    };
-
-    /// The cost the port's line emulation charges (`crate::shaper::Shaper::new` adds the same
-    /// parts for the same switches).
-    pub fn of(cfg: &ShaperConfig) -> LineCost {
-        let mut extra = 0;
-        if cfg.wire_overhead {
-            extra += WIRE_OVERHEAD;
-        }
-        if cfg.fcs {
-            extra += FCS_LEN;
-        }
-        LineCost {
-            extra,
-            pad_to: if cfg.pad { MIN_FRAME } else { 0 },
-        }
-    }
-
-    /// Octets a frame of `len` octets costs.
-    #[inline]
-    pub fn octets(&self, len: usize) -> u64 {
-        (len as u64).max(self.pad_to) + self.extra
-    }
-}
-
-impl Default for LineCost {
-    fn default() -> Self {
-        LineCost::ETHERNET
-    }
-}
+/// capacity `C` describes: the line clock's [`Overheads`] (by default a real Ethernet line,
+/// [`Overheads::ETHERNET`]; [`Overheads::FRAME`] for an emulation that charges the frame's own
+/// octets only), taken from the bridge's `[shaper]` settings.
+pub type LineCost = Overheads;
 
 /// What one measurement found.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -460,19 +410,7 @@ mod tests {
         // Padded to 60, + FCS + preamble/SFD/IPG: a minimum frame costs 84 octets.
         assert_eq!(e.octets(42), 84);
         assert_eq!(LineCost::FRAME.octets(42), 42);
-        assert_eq!(LineCost::of(&ShaperConfig::default()), LineCost::ETHERNET);
-        let veth = ShaperConfig {
-            wire_overhead: false,
-            fcs: false,
-            pad: false,
-            ..ShaperConfig::default()
-        };
-        assert_eq!(LineCost::of(&veth), LineCost::FRAME);
-        let ifg_only = ShaperConfig {
-            wire_overhead: true,
-            ..veth
-        };
-        assert_eq!(LineCost::of(&ifg_only).octets(100), 120);
+        // `ShaperConfig::overheads` picks these from `[shaper]` (tested in `crate::shaper`).
         let mut er = ExplicitRate::new(ErParams::default(), Rate::from_gbps(10));
         assert_eq!(er.line_cost(), LineCost::ETHERNET);
         er.set_line_cost(LineCost::FRAME);

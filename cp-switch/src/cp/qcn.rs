@@ -57,8 +57,8 @@ pub const DEFAULT_WEIGHT: u32 = 2;
 pub const DEFAULT_SAMPLE_BASE: Bytes = Bytes::new(150_000);
 /// Sampling-interval jitter: uniform in [1 − 0.15, 1 + 0.15] (802.1Q-2011 32.8).
 pub const JITTER: f64 = 0.15;
-/// Largest QntzFb: six bits (802.1Q-2011 33.4, CNM PDU `cnmQntzFb`).
-pub const QNTZ_FB_MAX: u8 = 63;
+/// Largest QntzFb (six bits, 802.1Q clause 33.4.4), from the CNM codec.
+pub use cnm_proto::wire::cnm::QNTZ_FB_MAX;
 /// Largest accepted feedback weight.
 pub const MAX_WEIGHT: u32 = 64;
 

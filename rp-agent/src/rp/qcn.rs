@@ -43,8 +43,8 @@ use crate::rp::RpState;
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
 
-/// Largest meaningful QntzFb: the field is 6 bits wide (802.1Q clause 33.4.4).
-pub const QNTZ_FB_MAX: u8 = 63;
+/// Largest QntzFb (six bits, 802.1Q clause 33.4.4), from the CNM codec.
+pub use cnm_proto::wire::cnm::QNTZ_FB_MAX;
 
 /// The state of one QCN reaction point.
 #[derive(Debug, Clone)]
