@@ -189,14 +189,14 @@ impl Agent {
     }
 
     /// The host's line rate changes at `now` (a link-rate event: the emulated uplink got
-    /// slower or faster). The line pacer takes the new rate for the next frame; reaction points
+    /// slower or faster). The rest of the frame on the line is sent at the new rate; reaction points
     /// keep their current rate and are released when they climb back to the new line rate.
     pub fn set_line_rate(&mut self, now: Instant, rate: Rate) -> Result<(), ConfigError> {
         if rate.bps() == 0 {
             return Err(ConfigError::new("line_rate", "must be positive"));
         }
         self.cfg.line_rate = rate;
-        self.line.set_rate(rate);
+        self.line.set_line_rate(now, rate);
         self.line.wake(now);
         Ok(())
     }

@@ -1,115 +1,95 @@
 //! Byte-accurate pacers: one per rate-limited flow at its current rate CR, and one for the
 //! uplink at the line rate.
 //!
-//! A pacer at rate `R` lets a frame of `L` octets start when `next_free ≤ now` and then moves
+//! A pacer is a [`cnm_proto::line::LineClock`], the same line clock as the switch's line
+//! emulation, so the agent's notion of "line rate" and the switch's agree to the octet. A pacer
+//! at rate `R` lets a frame of `L` octets start when `next_free ≤ now` and then moves
 //! `next_free` on by `L' · 8 / R`, where `L'` is the frame's cost on the line
-//! ([`Pacer::wire_bytes`]: padded to 60 octets, plus FCS and preamble/SFD/IPG when
-//! `wire_overhead` is set, 802.3 clauses 3.1.1, 4.2.3.3, 4.4.2). The start of a frame is
-//! `max(next_free, now − catch_up)`: a poll that comes late is back-dated so the long-run rate
-//! stays exact (a burst of at most `catch_up` of line time), but a pacer that went idle never
-//! banks credit older than `catch_up`. The division `L' · 8 · 10⁹ / R` keeps its remainder for
-//! the next frame, so rounding never accumulates. This is the same arithmetic as the switch's
-//! line emulation, so the agent's notion of "line rate" and the switch's agree to the octet.
+//! ([`Pacer::wire_bytes`]: padded to 60 octets, plus FCS and preamble/SFD/IFG when
+//! `wire_overhead` is set, 802.3 clauses 3.1.1, 3.2.9, 4.4.2). The start of a frame is the line
+//! clock's one rule, `max(next_free, ready, now − catch_up)`, with `ready` given by
+//! [`Pacer::wake`] when a flow's queue goes from empty to backlogged: a poll that comes late is
+//! back-dated so the long-run rate stays exact (a burst of at most `catch_up` of line time),
+//! and a pacer that went idle never banks credit.
+//!
+//! Two kinds of rate change. The uplink's line rate ([`Pacer::set_line_rate`], `ctl set rate`)
+//! changes like a line's: the rest of the frame in flight goes at the new rate, so a line set
+//! to 1 bit/s and back is not held for hours by the frame that started meanwhile. A flow's CR
+//! ([`Pacer::set_rate`], after each CNM or rate increase) governs the gap after the frame
+//! already paced, which keeps its departure (CR never falls below `rpg_min_rate`).
 //!
 //! A flow with no limiter is not paced by itself; every frame of every flow goes through the
 //! uplink pacer, which the agent serves round-robin across backlogged flows
 //! ([`crate::Agent::poll_uplink`]).
 
+use cnm_proto::line::{LineClock, Overheads};
 use cnm_proto::{Bytes, Duration, Instant, Rate};
-
-/// Preamble + SFD + minimum inter-packet gap (802.3 clauses 3.1.1, 4.4.2).
-pub const WIRE_OVERHEAD: u64 = 20;
-/// Frame check sequence (802.3 clause 3.2.9).
-pub const FCS_LEN: u64 = 4;
-/// Minimum frame without FCS (802.3 clause 4.2.3.3).
-pub const MIN_FRAME: u64 = 60;
 
 /// One pacer.
 #[derive(Debug, Clone)]
 pub struct Pacer {
-    rate: Rate,
-    next_free: Instant,
-    /// Fraction of a nanosecond owed by `next_free`, in units of 1/rate ns (`0..rate`).
-    rem: u64,
-    wire_overhead: bool,
-    catch_up: Duration,
+    clock: LineClock,
 }
 
 impl Pacer {
-    /// A pacer at `rate`, free from the start of time.
+    /// A pacer at `rate`, free from the start of time; `wire_overhead` charges the 802.3
+    /// padding, FCS and preamble/SFD/IFG ([`Overheads::ETHERNET`]), otherwise the frame's own
+    /// octets only.
     pub fn new(rate: Rate, wire_overhead: bool, catch_up: Duration) -> Pacer {
+        let overheads = if wire_overhead {
+            Overheads::ETHERNET
+        } else {
+            Overheads::FRAME
+        };
         Pacer {
-            rate,
-            next_free: Instant::ZERO,
-            rem: 0,
-            wire_overhead,
-            catch_up,
+            clock: LineClock::new(rate, overheads, catch_up),
         }
     }
 
     /// The pacing rate.
     pub fn rate(&self) -> Rate {
-        self.rate
+        self.clock.rate()
     }
 
-    /// Changes the rate; the frame already paced keeps its departure time.
+    /// Changes a flow's rate; the frame already paced keeps its departure time.
     pub fn set_rate(&mut self, rate: Rate) {
-        if rate != self.rate {
-            self.rate = rate;
-            self.rem = 0;
-        }
+        self.clock.set_next_rate(rate);
+    }
+
+    /// Changes the line rate at `now`: the rest of the frame in flight is sent at the new rate.
+    pub fn set_line_rate(&mut self, now: Instant, rate: Rate) {
+        self.clock.set_rate(now, rate);
     }
 
     /// Octets a frame of `len` octets occupies on the line.
     #[inline]
     pub fn wire_bytes(&self, len: usize) -> Bytes {
-        let l = len as u64;
-        if self.wire_overhead {
-            Bytes::new(l.max(MIN_FRAME) + FCS_LEN + WIRE_OVERHEAD)
-        } else {
-            Bytes::new(l)
-        }
+        self.clock.wire_bytes(len)
     }
 
     /// Earliest instant the next frame may start.
     #[inline]
     pub fn next_free(&self) -> Instant {
-        self.next_free
+        self.clock.next_free()
     }
 
     /// Whether a frame may start at `now`.
     #[inline]
     pub fn may_start(&self, now: Instant) -> bool {
-        self.next_free <= now
+        self.clock.may_start(now)
     }
 
     /// A frame became ready at `now` for a pacer with nothing queued: the pacer may not
     /// back-date a departure before it (credit is not banked across idle periods).
     pub fn wake(&mut self, now: Instant) {
-        if self.next_free < now {
-            self.next_free = now;
-            self.rem = 0;
-        }
+        self.clock.wake(now);
     }
 
     /// Records a frame of `len` octets starting now (call when [`Pacer::may_start`] holds, or
     /// to charge a frame that had to go anyway). Returns its (possibly back-dated) start.
     pub fn start(&mut self, now: Instant, len: usize) -> Instant {
-        let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.catch_up.as_nanos()));
-        let start = if self.next_free >= floor {
-            self.next_free
-        } else {
-            self.rem = 0;
-            floor
-        };
-        let r = u128::from(self.rate.bps().max(1));
-        let total =
-            u128::from(self.wire_bytes(len).get()) * 8 * 1_000_000_000 + u128::from(self.rem);
-        let ns = u64::try_from(total / r).unwrap_or(u64::MAX);
-        // The remainder is below `r`, itself a u64.
-        self.rem = (total % r) as u64;
-        self.next_free = start.saturating_add(Duration::from_nanos(ns));
-        start
+        // The ready time was given to `wake`: it is already in `next_free`.
+        self.clock.start(now, Instant::ZERO, len)
     }
 }
 
@@ -142,5 +122,24 @@ mod tests {
         assert_eq!(f.wire_bytes(10), Bytes::new(84));
         let raw = Pacer::new(Rate::from_gbps(1), false, Duration::ZERO);
         assert_eq!(raw.wire_bytes(10), Bytes::new(10));
+    }
+
+    #[test]
+    fn a_line_rate_change_retimes_the_frame_in_flight() {
+        let mut p = Pacer::new(Rate::from_gbps(1), true, Duration::ZERO);
+        let t0 = Instant::from_nanos(1_000_000);
+        p.set_line_rate(t0, Rate::from_bps(1));
+        p.wake(t0);
+        assert_eq!(p.start(t0, 1476), t0);
+        assert_eq!(p.next_free(), t0 + Duration::from_secs(12_000));
+        // 1 s later (one bit sent) back to 1 Gb/s: 11 999 bits = 11 999 ns to go.
+        let t1 = t0 + Duration::from_secs(1);
+        p.set_line_rate(t1, Rate::from_gbps(1));
+        assert_eq!(p.next_free(), t1 + Duration::from_nanos(11_999));
+        // A flow's rate change keeps the gap already paced.
+        let mut f = Pacer::new(Rate::from_bps(1), true, Duration::ZERO);
+        f.start(t0, 1476);
+        f.set_rate(Rate::from_gbps(1));
+        assert_eq!(f.next_free(), t0 + Duration::from_secs(12_000));
     }
 }
