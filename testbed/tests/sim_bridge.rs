@@ -309,3 +309,37 @@ fn rate_step_on_the_bottleneck_follows_the_bridge_shaper() {
         Some(Rate::from_gbps(1))
     );
 }
+
+/// Issue 15 in the simulator: a host link and the switch's output link set to 1 bit/s and,
+/// 1 ms later, back to 10 Gb/s. The frames that started at 1 bit/s finish at 10 Gb/s, so the
+/// flow resumes at once instead of waiting 12 000 s behind them.
+#[test]
+fn one_bit_then_back_does_not_wedge_the_links() {
+    let mut d = dumbbell(1, drop_tail(), 100_000, None, 1);
+    let up = d.sim.link_id("h0-sw").unwrap();
+    let down = d.sim.link_id("sw-rx").unwrap();
+    let ms = |n: u64| Instant::ZERO + Duration::from_millis(n);
+    for (at, rate) in [(1, Rate::from_bps(1)), (2, Rate::from_gbps(10))] {
+        for link in [up, down] {
+            d.sim.schedule(
+                ms(at),
+                testbed::sim::engine::Action::SetRate {
+                    link,
+                    dir: Direction::AtoB,
+                    rate,
+                },
+            );
+        }
+    }
+    d.sim.run_until(ms(2));
+    let at2 = received(&d);
+    d.sim.run_until(ms(3));
+    let at3 = received(&d);
+    // 1 ms at 10 Gb/s carries 820 frames of 1524 wire octets.
+    assert!(
+        at3 - at2 > 700,
+        "{} frames in the millisecond after",
+        at3 - at2
+    );
+    assert_eq!(bridge_drops(&d), 0);
+}

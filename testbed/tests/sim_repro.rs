@@ -20,12 +20,13 @@ use common::repro::{
     source_macs, switch_drops, table, write_results,
 };
 
+use cnm_proto::line::Overheads;
 use cnm_proto::{Duration, Instant};
 use testbed::analysis::maxmin::{max_min, MmFlow};
 use testbed::analysis::metrics::jain;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
 use testbed::sim::engine::Direction;
-use testbed::sim::stats::{wire_octets, QueueSummary};
+use testbed::sim::stats::QueueSummary;
 use testbed::sim::topo::Topology;
 
 /// Sets `<key>` in the agent of every host that has one.
@@ -97,7 +98,7 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
         if report_dir.is_some() {
             let now = counters(&sim);
             for (i, f) in series.iter_mut().enumerate() {
-                let bits = (now[i].0 - prev[i].0) * wire_octets(frame_len[i]) * 8;
+                let bits = (now[i].0 - prev[i].0) * Overheads::ETHERNET.octets(frame_len[i]) * 8;
                 f.push_bps(ms as f64 / 1000.0, bits as f64 * 1000.0);
             }
             prev = now;
@@ -119,7 +120,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     let end = counters(&sim);
     let secs = (duration.as_secs_f64() - warmup.as_secs_f64()).max(1e-9);
     let rate: Vec<f64> = (0..names.len())
-        .map(|i| ((end[i].0 - at_warm[i].0) * wire_octets(frame_len[i]) * 8) as f64 / secs)
+        .map(|i| {
+            ((end[i].0 - at_warm[i].0) * Overheads::ETHERNET.octets(frame_len[i]) * 8) as f64 / secs
+        })
         .collect();
     let util = sim.link_stats(bn, Direction::AtoB).utilization_since(&u0);
     let drops = switch_drops(&sim, &built);
@@ -219,7 +222,7 @@ fn cbr_wire_rate(t: &toml::Table, name: &str) -> Option<cnm_proto::Rate> {
         .and_then(|v| v.as_integer())
         .unwrap_or(1500) as usize;
     Some(cnm_proto::Rate::from_bps(
-        r.bps() * wire_octets(len) / len as u64,
+        r.bps() * Overheads::ETHERNET.octets(len) / len as u64,
     ))
 }
 

@@ -22,6 +22,7 @@ use common::repro::{
     source_macs, switch_drops, write_results,
 };
 
+use cnm_proto::line::Overheads;
 use cnm_proto::{Duration, Instant, Rate};
 use testbed::analysis::metrics::{
     convergence_time, fair_share_epochs, jain, mean_rate, mean_share, ConvergenceOptions, Epoch,
@@ -29,7 +30,6 @@ use testbed::analysis::metrics::{
 use testbed::analysis::model::Marker;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
 use testbed::sim::host::HostNode;
-use testbed::sim::stats::wire_octets;
 use testbed::sim::topo::Topology;
 
 // ---------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ fn demand_of(f: &toml::Value) -> Option<Rate> {
         .get("frame_len")
         .and_then(|v| v.as_integer())
         .unwrap_or(1500) as u64;
-    let per_frame = wire_octets(60) - 60;
+    let per_frame = Overheads::ETHERNET.octets(60) - 60;
     if let Some(r) = p.strip_prefix("cbr:") {
         let r: Rate = r.parse().ok()?;
         return Some(Rate::from_bps(r.bps() * (len + per_frame) / len));
@@ -155,7 +155,9 @@ fn run(t: &toml::Table, seed: u64, label: &str) -> Outcome {
     // and inter-frame gap (24 per frame; every frame here is above the 60-octet minimum).
     let counters = |sim: &testbed::sim::Sim| -> Vec<u64> {
         per_flow(sim, &built, &macs, |c| {
-            c.map_or(0, |c| c.bytes + c.frames * (wire_octets(60) - 60))
+            c.map_or(0, |c| {
+                c.bytes + c.frames * (Overheads::ETHERNET.octets(60) - 60)
+            })
         })
     };
 

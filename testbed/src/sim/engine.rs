@@ -7,7 +7,8 @@
 
 use super::host::HostNode;
 use super::node::SimNode;
-use super::stats::{wire_octets, QueueHistogram, QueueSummary};
+use super::stats::{QueueHistogram, QueueSummary};
+use cnm_proto::line::{self, LineClock, Overheads};
 use cnm_proto::phy::pcap::PcapWriter;
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
@@ -326,11 +327,11 @@ impl SimBuilder {
                     from_port: fp,
                     to: to as u32,
                     to_port: tp,
-                    rate: spec.rate,
+                    line: LineClock::new(spec.rate, Overheads::ETHERNET, Duration::ZERO),
                     delay: spec.delay,
                     paced: matches!(self.nodes[from].1, Pending::Switch(_)),
-                    busy_until: Instant::ZERO,
-                    rem: 0,
+                    tx_end: Instant::ZERO,
+                    head_seq: 0,
                     inflight: VecDeque::new(),
                     stats: DirStats::default(),
                     cap_since: Instant::ZERO,
@@ -531,13 +532,17 @@ struct Dir {
     from_port: u32,
     to: u32,
     to_port: u32,
-    rate: Rate,
+    /// The transmitter: rate, 802.3 overheads, when it is free (senders that do not pace
+    /// themselves).
+    line: LineClock,
     delay: Duration,
     /// The sender paces itself (a bridge's shaper): never refuse a frame.
     paced: bool,
-    busy_until: Instant,
-    /// Carried fraction of a nanosecond of serialisation time, in 1/rate ns.
-    rem: u64,
+    /// When the last frame put on the link is fully serialised.
+    tx_end: Instant,
+    /// Sequence number of the one valid delivery event of the head frame (older ones are
+    /// stale: a rate change re-timed the head).
+    head_seq: u64,
     inflight: VecDeque<(Instant, Vec<u8>)>,
     stats: DirStats,
     cap_since: Instant,
@@ -548,7 +553,8 @@ struct Dir {
 impl Dir {
     fn accrue(&mut self, now: Instant) {
         let dt = now.saturating_since(self.cap_since).as_nanos();
-        self.stats.capacity_bits += u128::from(self.rate.bps()) * u128::from(dt) / 1_000_000_000;
+        self.stats.capacity_bits +=
+            u128::from(self.line.rate().bps()) * u128::from(dt) / 1_000_000_000;
         self.cap_since = now;
     }
 }
@@ -695,13 +701,44 @@ impl Sim {
             let d = link.0 * 2 + k;
             let dir = &mut self.dirs[d];
             dir.accrue(now);
-            dir.rate = rate;
-            dir.rem = 0;
+            self.retime_dir(d, rate);
+            let dir = &self.dirs[d];
             let (from, port) = (dir.from as usize, dir.from_port);
             if let Body::Switch(s) = &mut self.nodes[from].body {
                 s.bridge.set_port_rate(now, PortId(port as u16), Some(rate));
             }
             self.reschedule(from, None);
+        }
+    }
+
+    /// Direction `d` takes `rate` now. What its transmitter still owes (the rest of the frame
+    /// being serialised) is re-timed at the new rate, as on a physical line
+    /// ([`cnm_proto::line`]), and that frame's arrival with it; frames never overtake.
+    fn retime_dir(&mut self, d: usize, rate: Rate) {
+        let now = self.now;
+        let dir = &mut self.dirs[d];
+        let old_end = dir.tx_end;
+        if dir.paced {
+            dir.tx_end = line::retime(now, old_end, 0, dir.line.rate(), rate).0;
+            dir.line.set_next_rate(rate);
+        } else {
+            dir.line.set_rate(now, rate);
+            dir.tx_end = dir.line.next_free();
+        }
+        if old_end <= now || dir.tx_end == old_end {
+            return;
+        }
+        let n = dir.inflight.len();
+        let floor = match n {
+            0 => return,
+            1 => Instant::ZERO,
+            _ => dir.inflight[n - 2].0,
+        };
+        let arrival = (dir.tx_end + dir.delay).max(floor);
+        dir.inflight[n - 1].0 = arrival;
+        if n == 1 {
+            let s = self.push(arrival, Kind::Deliver(d as u32));
+            self.dirs[d].head_seq = s;
         }
     }
 
@@ -859,7 +896,7 @@ impl Sim {
                 "link": l.name,
                 "from": self.nodes[d.from as usize].name,
                 "to": self.nodes[d.to as usize].name,
-                "rate": d.rate,
+                "rate": d.line.rate(),
                 "frames": d.stats.frames,
                 "bytes": d.stats.bytes,
                 "utilization": d.stats.utilization_since(&d.warm),
@@ -929,7 +966,11 @@ impl Sim {
 
     fn dispatch(&mut self, e: Entry) {
         match e.kind {
-            Kind::Deliver(d) => self.deliver(d as usize),
+            Kind::Deliver(d) => {
+                if self.dirs[d as usize].head_seq == e.seq {
+                    self.deliver(d as usize);
+                }
+            }
             Kind::Wake(n) => {
                 let n = n as usize;
                 if self.nodes[n].wake_seq == Some(e.seq) {
@@ -991,7 +1032,8 @@ impl Sim {
         dir.stats.delivered += 1;
         let (to, port) = (dir.to as usize, dir.to_port as usize);
         if let Some(&(t, _)) = dir.inflight.front() {
-            self.push(t, Kind::Deliver(d as u32));
+            let s = self.push(t, Kind::Deliver(d as u32));
+            self.dirs[d].head_seq = s;
         }
         self.stats.deliveries += 1;
         match &mut self.nodes[to].body {
@@ -1025,21 +1067,20 @@ impl Sim {
                 return true;
             };
             let dir = &mut dirs[d as usize];
-            let wire = wire_octets(frame.len());
-            let arrival = if dir.paced {
-                now + dir.rate.tx_time(cnm_proto::Bytes::new(wire)) + dir.delay
+            let wire = dir.line.wire_bytes(frame.len()).get();
+            dir.tx_end = if dir.paced {
+                // The bridge's shaper paced it: the link adds its serialisation latency.
+                now + dir.line.frame_time(frame.len())
             } else {
-                if dir.busy_until > now {
-                    refused = Some(refused.map_or(dir.busy_until, |r| r.min(dir.busy_until)));
+                if !dir.line.may_start(now) {
+                    let free = dir.line.next_free();
+                    refused = Some(refused.map_or(free, |r| r.min(free)));
                     return false;
                 }
-                let r = u128::from(dir.rate.bps().max(1));
-                let num = u128::from(wire) * 8 * 1_000_000_000 + u128::from(dir.rem);
-                let ns = u64::try_from(num / r).unwrap_or(u64::MAX);
-                dir.rem = (num % r) as u64;
-                dir.busy_until = now + Duration::from_nanos(ns);
-                dir.busy_until + dir.delay
+                dir.line.start(now, now, frame.len());
+                dir.line.next_free()
             };
+            let arrival = dir.tx_end + dir.delay;
             dir.stats.frames += 1;
             dir.stats.bytes += frame.len() as u64;
             dir.stats.wire_bytes += wire;
@@ -1066,6 +1107,7 @@ impl Sim {
                     seq: s,
                     kind: Kind::Deliver(d),
                 }));
+                dir.head_seq = s;
             }
             dir.inflight.push_back((arrival, buf));
             true

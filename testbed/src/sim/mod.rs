@@ -22,7 +22,8 @@
 //!   handed to a link at `start` reaches the far end when its last bit does:
 //!   `start + serialisation + delay`, where serialisation counts what the frame costs on an
 //!   Ethernet wire (padded to 60 octets, + 4 FCS + 20 preamble/SFD/IPG, 802.3-2018 clauses
-//!   3.1.1, 4.2.3.3, 4.4.2) — the same accounting as the bridge's shaper.
+//!   3.1.1, 4.2.3.3, 4.4.2): each direction's transmitter is a [`cnm_proto::line::LineClock`],
+//!   the same line clock as the bridge's shaper and the agent's pacers.
 //!   *Who paces.* A switch port's line rate is emulated by the [`cp_switch::Bridge`]'s own
 //!   shaper (the port is configured with the link's rate and zero delay), so a link whose
 //!   sender is a switch adds only the frame's serialisation latency and the propagation delay
@@ -30,6 +31,10 @@
 //!   other sender (hosts, test injectors) meets a link transmitter that is busy for the
 //!   frame's serialisation time and refuses frames meanwhile (`tx` returns false, as a full
 //!   NIC ring would); the node is polled again when the transmitter frees up.
+//!   *Rate changes* ([`engine::Action::SetRate`]) act like a physical line's: the rest of the
+//!   frame being serialised goes at the new rate and arrives accordingly (the line clock's
+//!   re-timing), so a link set to 1 bit/s and back is not held by the frame that started
+//!   meanwhile.
 //! * **Frames** are real byte buffers: what the cores emit is what the far end parses (a CNM
 //!   in the simulator is the same bytes as on the wire), and what the pcap shows.
 //! * **Randomness.** Node `i` (in declaration order) gets `root.fork(i)` of

@@ -106,14 +106,6 @@ impl QueueHistogram {
     }
 }
 
-/// Octets one frame of `len` octets (without FCS) occupies on an Ethernet wire: padded to 60,
-/// plus FCS (4) and preamble, SFD and minimum inter-packet gap (20) (802.3-2018 clauses 3.1.1,
-/// 4.2.3.3, 4.4.2).
-#[inline]
-pub fn wire_octets(len: usize) -> u64 {
-    (len as u64).max(60) + 24
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,11 +132,5 @@ mod tests {
         let mut h = QueueHistogram::new(1000);
         h.record(10_000);
         assert_eq!(h.summary().p99, 10_000);
-    }
-
-    #[test]
-    fn wire_cost() {
-        assert_eq!(wire_octets(1500), 1524);
-        assert_eq!(wire_octets(20), 84);
     }
 }
