@@ -214,9 +214,9 @@ impl World for SimWorld {
 
     fn sample(&mut self, ts: f64, run: &mut RunData) -> anyhow::Result<()> {
         let t = self.t;
-        let flows = crate::sim::cli::flow_summary(&self.sim, &self.built, t);
+        let flows = crate::sim::cli::flow_reports(&self.sim, &self.built, t);
         for (i, (name, ..)) in self.built.flows.iter().enumerate() {
-            let bytes = flows.get(i).and_then(|v| v["bytes"].as_u64()).unwrap_or(0);
+            let bytes = flows.get(i).map_or(0, |r| r.bytes);
             if let Some(fs) = run.flow_mut(name) {
                 fs.push_cumulative(ts, cnm_proto::Bytes::new(bytes), &mut self.prev[i]);
             }

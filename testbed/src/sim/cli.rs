@@ -146,9 +146,34 @@ fn v_node_a(sim: &Sim, link: super::LinkId) -> Value {
         .map_or(Value::Null, |(a, _, _, _)| json!(sim.node_name(a)))
 }
 
-/// One entry per configured flow: generated and received frames, loss, mean rate over the
-/// flow's active period.
-pub fn flow_summary(sim: &Sim, built: &Built, now: Instant) -> Vec<Value> {
+/// What the simulator measured of one configured flow up to some instant.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FlowReport {
+    /// Flow name.
+    pub name: String,
+    /// Flow id (the `[[flow]]` index).
+    pub id: u32,
+    /// Sending host.
+    pub src: String,
+    /// Receiving host.
+    pub dst: String,
+    /// Frames the source generated.
+    pub generated: u64,
+    /// Frames the sink received.
+    pub received: u64,
+    /// Octets received (a bulk TCP flow: the in-order octets its receiver took).
+    pub bytes: u64,
+    /// Frames the sink counted lost.
+    pub lost: u64,
+    /// Mean one-way delay (ns).
+    pub delay_mean_ns: u64,
+    /// Mean received rate over the flow's active period so far (bit/s).
+    pub mean_rate_bps: f64,
+}
+
+/// One report per configured flow: generated and received frames, loss, mean rate over the
+/// flow's active period up to `now`.
+pub fn flow_reports(sim: &Sim, built: &Built, now: Instant) -> Vec<FlowReport> {
     let host = |name: &str| {
         built
             .hosts
@@ -178,13 +203,31 @@ pub fn flow_summary(sim: &Sim, built: &Built, now: Instant) -> Vec<Value> {
             if let Some(t) = host(dst).and_then(HostNode::tcp) {
                 bytes = bytes.max(t.received(super::tcp::bulk_conn(*id)));
             }
-            json!({
-                "name": name, "id": id, "src": src, "dst": dst,
-                "generated": generated, "received": frames, "bytes": bytes, "lost": lost,
-                "delay_mean_ns": delay,
-                "mean_rate_bps": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 },
-            })
+            FlowReport {
+                name: name.clone(),
+                id: *id,
+                src: src.clone(),
+                dst: dst.clone(),
+                generated,
+                received: frames,
+                bytes,
+                lost,
+                delay_mean_ns: delay,
+                mean_rate_bps: if secs > 0.0 {
+                    bytes as f64 * 8.0 / secs
+                } else {
+                    0.0
+                },
+            }
         })
+        .collect()
+}
+
+/// [`flow_reports`] as JSON objects (the `flows` of `testbed sim`'s summary).
+pub fn flow_summary(sim: &Sim, built: &Built, now: Instant) -> Vec<Value> {
+    flow_reports(sim, built, now)
+        .iter()
+        .map(|r| json!(r))
         .collect()
 }
 

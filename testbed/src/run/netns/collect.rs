@@ -101,12 +101,53 @@ pub fn collect_incast(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) 
     }
 }
 
-fn read_json_lines(p: &Path) -> Vec<Value> {
+/// The JSON lines of `p` that read as `T` (a line that does not is skipped).
+fn read_json_lines<T: serde::de::DeserializeOwned>(p: &Path) -> Vec<T> {
     std::fs::read_to_string(p)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// A line of `rp-agent gen --json`: an `interval` report or the `summary`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenLine {
+    /// `interval` or `summary`.
+    #[serde(rename = "type")]
+    kind: String,
+    /// Start of the interval (seconds since the generator started).
+    start: f64,
+    /// Length of the interval (or of the whole run).
+    secs: f64,
+    /// CNMs received so far.
+    cnm_rx: u64,
+    /// Sending rate (bit/s).
+    bps: Option<f64>,
+    /// Times the agent's queue pushed back so far.
+    backpressure: u64,
+    /// The limiter's current rate, when one is engaged (bit/s).
+    cr_bps: Option<f64>,
+}
+
+/// A line of `rp-agent sink --json`: an `interval` report of one flow or the `summary`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SinkLine {
+    /// `interval` or `summary`.
+    #[serde(rename = "type")]
+    kind: String,
+    /// Length of the interval (or of the whole run, from the first frame).
+    secs: f64,
+    /// Source MAC of the flow.
+    src: String,
+    /// Flow id.
+    flow: u64,
+    /// Octets received in the interval.
+    bytes: u64,
+    /// Frames counted lost (summary).
+    lost: u64,
 }
 
 /// What the daemons wrote, read after they stopped.
@@ -198,7 +239,7 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
     for g in gens {
         let f = &sc.topo.flow[g.flow];
         let name = name_of(g.flow);
-        let lines = read_json_lines(&g.out);
+        let lines: Vec<GenLine> = read_json_lines(&g.out);
         let line_rate = graph
             .uplink(&f.src)
             .map(|li| k.rate(sc.topo.link[li].rate))
@@ -212,27 +253,27 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
             continue;
         };
         for v in &lines {
-            let secs = v["secs"].as_f64().unwrap_or(0.0);
-            match v["type"].as_str() {
-                Some("interval") => {
-                    let t = g.started_s + v["start"].as_f64().unwrap_or(0.0) + secs;
-                    let cnm = v["cnm_rx"].as_u64().unwrap_or(0);
+            let secs = v.secs;
+            match v.kind.as_str() {
+                "interval" => {
+                    let t = g.started_s + v.start + secs;
+                    let cnm = v.cnm_rx;
                     if cnm > cnm_prev {
                         fs.push_cnm_count(t, cnm - cnm_prev);
                     }
                     cnm_prev = cnm;
-                    let bps = v["bps"].as_f64().unwrap_or(0.0);
+                    let bps = v.bps.unwrap_or(0.0);
                     // A greedy generator is short when it left the agent's queue empty
                     // (no backpressure in the interval) while sending below the limiter's
                     // rate (or the line rate when no limiter is engaged).
-                    let bp = v["backpressure"].as_u64().unwrap_or(0);
+                    let bp = v.backpressure;
                     let pressed = bp > bp_prev;
                     bp_prev = bp;
                     // Any generator held back by its reaction point (the agent's queue full:
                     // backpressure) sent what the loop allowed; that is the experiment
                     // working, not a shortfall. Otherwise a patterned generator owes its
                     // pattern's rate, capped by the limiter and the line.
-                    let cap = v["cr_bps"].as_f64().unwrap_or(line_rate).min(line_rate);
+                    let cap = v.cr_bps.unwrap_or(line_rate).min(line_rate);
                     let want = match pattern {
                         _ if pressed => bps,
                         Some(Pattern::Greedy) | None => cap,
@@ -250,8 +291,8 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
                         }
                     }
                 }
-                Some("summary") => {
-                    fs.offered_bps = v["bps"].as_f64();
+                "summary" => {
+                    fs.offered_bps = v.bps;
                 }
                 _ => {}
             }
@@ -280,24 +321,21 @@ fn collect_sinks(sc: &Scenario, run: &mut RunData, sinks: &[SinkProc]) -> u64 {
     let mut lost_total = 0u64;
     for s in sinks {
         let (host, out, stop_s) = (&s.host, &s.out, s.stop_s);
-        let lines = read_json_lines(out);
+        let lines: Vec<SinkLine> = read_json_lines(out);
         let span = lines
             .iter()
-            .filter(|v| v["type"] == "summary")
-            .filter_map(|v| v["secs"].as_f64())
+            .filter(|v| v.kind == "summary")
+            .map(|v| v.secs)
             .fold(0.0, f64::max);
         let first_frame = stop_s - span;
         let mut t = first_frame;
         let mut group_secs = None::<f64>;
         let mut seen: Vec<(String, u64)> = Vec::new();
         for v in &lines {
-            let key = (
-                v["src"].as_str().unwrap_or("").to_ascii_lowercase(),
-                v["flow"].as_u64().unwrap_or(0),
-            );
-            match v["type"].as_str() {
-                Some("interval") => {
-                    let secs = v["secs"].as_f64().unwrap_or(0.0);
+            let key = (v.src.to_ascii_lowercase(), v.flow);
+            match v.kind.as_str() {
+                "interval" => {
+                    let secs = v.secs;
                     if group_secs != Some(secs) || seen.contains(&key) {
                         t += secs;
                         group_secs = Some(secs);
@@ -312,15 +350,11 @@ fn collect_sinks(sc: &Scenario, run: &mut RunData, sinks: &[SinkProc]) -> u64 {
                     });
                     if let Some((i, _)) = flow {
                         if let Some(fs) = run.flow_mut(&name_of(i)) {
-                            fs.push_interval(
-                                t - secs,
-                                t,
-                                Bytes::new(v["bytes"].as_u64().unwrap_or(0)),
-                            );
+                            fs.push_interval(t - secs, t, Bytes::new(v.bytes));
                         }
                     }
                 }
-                Some("summary") => lost_total += v["lost"].as_u64().unwrap_or(0),
+                "summary" => lost_total += v.lost,
                 _ => {}
             }
         }
