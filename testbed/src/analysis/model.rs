@@ -2,8 +2,9 @@
 //!
 //! Times are seconds since the start of the run (`f64`), rates are bit/s (`f64`), queue
 //! occupancies are octets (`u64`). The runner fills a [`RunData`] through the builders below
-//! (or [`crate::analysis::trace`] fills the queue and event parts from trace files); the metric
-//! and report layers only read it.
+//! (or [`crate::analysis::trace`] fills the queue and event parts from trace files, through its
+//! `RunData::absorb`: the trace reader depends on this model, never the other way round); the
+//! metric and report layers only read it.
 //!
 //! Sample semantics:
 //! - a flow's throughput sample `(t, bps)` is the mean rate over the interval that ends at `t`
@@ -626,33 +627,6 @@ impl RunData {
     /// The link called `name`.
     pub fn link(&self, name: &str) -> Option<&LinkSpec> {
         self.links.iter().find(|l| l.name == name)
-    }
-
-    /// Merges what a trace reader produced: queues are merged by key, events appended (CNM
-    /// events are attributed to flows at analysis time, see
-    /// [`crate::analysis::metrics::attribute_cnms`]).
-    pub fn absorb(&mut self, trace: crate::analysis::trace::TraceData) {
-        for q in trace.queues {
-            let dst = self.queue_mut(q.node.as_deref(), &q.port, q.priority, &q.kind);
-            dst.samples.extend(q.samples);
-            dst.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        self.events.extend(trace.events);
-        self.events.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-        if trace.stats.bad_lines > 0 {
-            self.warnings.push(format!(
-                "trace {}: {} of {} lines unreadable{}",
-                trace.source,
-                trace.stats.bad_lines,
-                trace.stats.lines,
-                trace
-                    .stats
-                    .first_bad
-                    .as_ref()
-                    .map(|(n, e)| format!(" (first at line {n}: {e})"))
-                    .unwrap_or_default()
-            ));
-        }
     }
 }
 

@@ -14,7 +14,7 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use super::model::{Event, QueueSeries};
+use super::model::{Event, QueueSeries, RunData};
 
 /// Counters of what the reader saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -199,6 +199,35 @@ pub fn read_trace_file(path: &std::path::Path, opts: &TraceOptions) -> TraceData
             };
             d.stats.bad(0, format!("cannot open: {e}"));
             d
+        }
+    }
+}
+
+impl RunData {
+    /// Merges what a trace reader produced: queues are merged by key, events appended (CNM
+    /// events are attributed to flows at analysis time, see
+    /// [`crate::analysis::metrics::attribute_cnms`]).
+    pub fn absorb(&mut self, trace: TraceData) {
+        for q in trace.queues {
+            let dst = self.queue_mut(q.node.as_deref(), &q.port, q.priority, &q.kind);
+            dst.samples.extend(q.samples);
+            dst.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        self.events.extend(trace.events);
+        self.events.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        if trace.stats.bad_lines > 0 {
+            self.warnings.push(format!(
+                "trace {}: {} of {} lines unreadable{}",
+                trace.source,
+                trace.stats.bad_lines,
+                trace.stats.lines,
+                trace
+                    .stats
+                    .first_bad
+                    .as_ref()
+                    .map(|(n, e)| format!(" (first at line {n}: {e})"))
+                    .unwrap_or_default()
+            ));
         }
     }
 }
