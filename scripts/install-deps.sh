@@ -15,6 +15,8 @@ have jq || need_apt+=(jq)
 have curl || need_apt+=(curl)
 # promtool (from Debian's prometheus package) lints both daemons' metrics in the tests.
 have promtool || need_apt+=(prometheus)
+# Mininet (its Python package and mnexec) for the Mininet integration test.
+have mnexec || need_apt+=(mininet)
 # The testbed's plots render their text with DejaVu Sans.
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 
