@@ -833,7 +833,7 @@ fn encap_five_tuple(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::RpParams;
+    use crate::config::{Release, RpParams};
     use cnm_proto::wire::{build_cnm, CnmParams, CpId};
     use cnm_proto::{Bytes, Duration};
 
@@ -1124,7 +1124,18 @@ mod tests {
 
     #[test]
     fn idle_flow_recovers_by_timer_and_is_released() {
-        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        // As rp::qcn's idle_flow_is_released_at_max_rate_in_7_and_8_expiries and
+        // released_at_line_rate: 7 timer expiries from 750 Mb/s under the default
+        // `rp_release = "max-rate"`, 28 under `line-rate`.
+        for (release, expiries) in [(Release::MaxRate, 7), (Release::LineRate, 28)] {
+            let mut c = cfg(Rate::from_gbps(1));
+            c.rp.rp_release = release;
+            idle_flow_released_after(c, expiries);
+        }
+    }
+
+    fn idle_flow_released_after(c: AgentConfig, expiries: usize) {
+        let mut a = Agent::new(c, Rng::new(1)).unwrap();
         let t = Instant::from_nanos(1);
         a.handle_host(t, &frame(PEER, 100)).unwrap();
         let up = send_all(&mut a, t);
@@ -1137,8 +1148,7 @@ mod tests {
             steps += 1;
             assert!(steps < 100);
         }
-        // As rp::qcn's released_at_line_rate: 28 timer expiries from 750 Mb/s.
-        assert_eq!(steps, 28);
+        assert_eq!(steps, expiries);
         assert_eq!(a.stats().limiters_released, 1);
         assert_eq!(a.flows()[0].state, RpState::Released);
         assert_eq!(a.poll_timeout(), None);

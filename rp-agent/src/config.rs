@@ -142,6 +142,63 @@ impl FromStr for RpMode {
     }
 }
 
+/// What a CNM does to the target rate TR and to the byte counter (`rp_clamp_tgt_rate`). The
+/// rate decrease itself and the reset of both stages and of the timer are the same in every
+/// reading; see the essay of [`crate::rp::qcn`] for the sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClampTgtRate {
+    /// TR ← CR and the byte counter reloaded only when the byte counter has expired since the
+    /// last CNM (BC > 0) or the limiter is still at its ceiling: the QCN pseudo-code v2.2, the
+    /// ns-3 QCN model, the 802.1Qau state machine of ns3-rdma, mlx5 with both clamp bits off.
+    #[default]
+    ByteStage,
+    /// As `byte-stage`, but a timer expiry counts too (BC > 0 or T > 0): mlx5
+    /// `rp_clamp_tgt_rate_ati` ("the target rate should be updated if the transmission rate
+    /// was increased due to the timer, and not only due to the byte counter").
+    AfterTimeInc,
+    /// TR ← CR and the byte counter reloaded on every CNM: the FQCN paper's eq. 3, the DCQCN
+    /// reaction point, mlx5 `rp_clamp_tgt_rate`.
+    Always,
+}
+
+impl std::fmt::Display for ClampTgtRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ClampTgtRate::ByteStage => "byte-stage",
+            ClampTgtRate::AfterTimeInc => "after-time-inc",
+            ClampTgtRate::Always => "always",
+        })
+    }
+}
+
+/// When a QCN limiter is released (`rp_release`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Release {
+    /// TR grows without a cap, CR is capped at `rpg_max_rate`, and the limiter is released
+    /// (the flow is sent at the line rate, untagged) as soon as CR reaches `rpg_max_rate`:
+    /// the pseudo-code v2.2 and ns-3 model (TR uncapped), ns3-rdma, the MIB's description of
+    /// `RPG_MAX_RATE` as carried by mlx4/mlx5 ("once this limit is reached, the RP rate
+    /// limiter is released").
+    #[default]
+    MaxRate,
+    /// TR and CR are both capped at `rpg_max_rate` and the limiter is released only when CR
+    /// reaches the line rate (with `rpg_max_rate` below the line rate it is never released).
+    /// CR halves its way up to a capped TR, so an idle flow takes ~28 timer expiries to be
+    /// released at 1 Gb/s instead of 7.
+    LineRate,
+}
+
+impl std::fmt::Display for Release {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Release::MaxRate => "max-rate",
+            Release::LineRate => "line-rate",
+        })
+    }
+}
+
 /// Reaction-point parameters under the dcbnl `ieee_qcn` names (one set for every flow).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -170,9 +227,18 @@ pub struct RpParams {
     /// Floor of the current rate (802.1Q 32.13.12 `RPG_MIN_RATE`): no CNM pushes CR below it.
     /// Default 5 Mb/s.
     pub rpg_min_rate: Rate,
-    /// Ceiling of CR and TR; `None` = the line rate. A value below the line rate keeps the
-    /// limiter engaged at that rate instead of releasing it.
+    /// Ceiling of CR (802.1Q 32.13 `RPG_MAX_RATE`, IEEE8021-CN-MIB `ieee8021CnRpgMaxRate`);
+    /// `None` = the line rate. What happens when CR reaches it is `rp_release`.
     pub rpg_max_rate: Option<Rate>,
+    /// What a CNM does to TR and to the byte counter ([`ClampTgtRate`], named after the mlx5
+    /// driver's `rp_clamp_tgt_rate` / `rp_clamp_tgt_rate_ati`). Default `byte-stage`: only
+    /// when the byte counter has expired since the last CNM (the QCN pseudo-code v2.2 and the
+    /// 802.1Qau state machine as the deployed implementations read it).
+    pub rp_clamp_tgt_rate: ClampTgtRate,
+    /// When the limiter is released and whether TR is capped ([`Release`]). Default
+    /// `max-rate`: TR is not capped, CR is, and the limiter is released when CR reaches
+    /// `rpg_max_rate` (the MIB's and mlx4/mlx5's reading).
+    pub rp_release: Release,
     /// Spread of the uniform jitter applied to every byte-counter and timer reload: the reload
     /// is multiplied by U(1 − j, 1 + j) (802.1Q 32.13: "randomized by ±15 %"). Default 0.15;
     /// 0 makes the firings deterministic (tests).
@@ -204,6 +270,8 @@ impl Default for RpParams {
             rpg_min_dec_fac: 50,
             rpg_min_rate: Rate::from_mbps(5),
             rpg_max_rate: None,
+            rp_clamp_tgt_rate: ClampTgtRate::ByteStage,
+            rp_release: Release::MaxRate,
             rp_jitter: 0.15,
             rpg_adaptive_k: Duration::from_micros(240),
             rpg_bs_max_cps: 8,

@@ -28,6 +28,8 @@ pub mod stats;
 pub mod tagger;
 
 pub use agent::{Agent, HostError, RpChange};
-pub use config::{AgentConfig, ConfigError, FlowKeyMode, RpMode, RpModeError, RpParams};
+pub use config::{
+    AgentConfig, ClampTgtRate, ConfigError, FlowKeyMode, Release, RpMode, RpModeError, RpParams,
+};
 pub use rp::RpState;
 pub use stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};

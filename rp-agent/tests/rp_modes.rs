@@ -7,7 +7,7 @@ use cnm_proto::rng::Rng;
 use cnm_proto::wire::rate_feedback::build_rate_feedback_frame;
 use cnm_proto::wire::{walk, EthernetAddress, RateFeedbackRepr, VlanInfo};
 use cnm_proto::{Bytes, Duration, Instant, Rate};
-use rp_agent::{Agent, AgentConfig, Event, RpMode, RpParams, RpState};
+use rp_agent::{Agent, AgentConfig, Event, Release, RpMode, RpParams, RpState};
 
 mod support;
 use support::{cnm, cpid};
@@ -173,8 +173,19 @@ fn adaptive_bc_fires_at_a_rate_independent_interval() {
 
 #[test]
 fn qcn_bs_one_limiter_per_cp_sent_at_the_minimum() {
+    // Idle, both entries recover by their timers. Under `rp_release = "line-rate"` CR halves
+    // its way up to a capped TR and CP B's entry (closer to the line) reaches it first and is
+    // dropped, then CP A's. Under the default `max-rate` both reach the line at their 6th
+    // timer expiry (active increase lifts TR past it: A 992.1875 → 998.6 M → released, B
+    // 998.05 M → released) and go together.
+    bs_minimum_then_release(Release::LineRate, &[2, 1, 0]);
+    bs_minimum_then_release(Release::MaxRate, &[2, 0]);
+}
+
+fn bs_minimum_then_release(release: Release, expect_shapes: &[usize]) {
     let rp = RpParams {
         rpg_byte_reset: Bytes::new(10_000),
+        rp_release: release,
         ..RpParams::default()
     };
     let mut a = Agent::new(cfg(Rate::from_gbps(1), RpMode::QcnBs, rp), Rng::new(1)).unwrap();
@@ -242,8 +253,8 @@ fn qcn_bs_one_limiter_per_cp_sent_at_the_minimum() {
     );
     assert_eq!(v.cr_bps, 875_000_000);
 
-    // Idle: both timers recover; CP B's entry (closer to the line) reaches it first and is
-    // dropped, then CP A's, and the flow's limiter is released.
+    // Idle: both timers recover, the entries are dropped as they reach the line (see above),
+    // and the flow's limiter is released.
     let mut shapes = vec![2];
     while a.stats().limited_flows > 0 {
         now = a.poll_timeout().unwrap().max(now);
@@ -257,7 +268,7 @@ fn qcn_bs_one_limiter_per_cp_sent_at_the_minimum() {
         }
         assert!(now < t + Duration::from_secs(2));
     }
-    assert_eq!(shapes, [2, 1, 0]);
+    assert_eq!(shapes, expect_shapes);
     assert_eq!(a.stats().limiters_released, 1);
     let v = &a.flows()[0];
     assert_eq!((v.state, v.cr_bps), (RpState::Released, 1_000_000_000));

@@ -268,12 +268,19 @@ mod tests {
 
     #[test]
     fn every_mode_keeps_its_rate_in_bounds_under_random_inputs() {
-        for mode in RpMode::ALL {
-            let cfg = AgentConfig {
+        // Under `rp_release = "line-rate"` TR too stays within the line rate; under the default
+        // `max-rate` TR may pass it while the limiter lives (it is not capped), CR may not.
+        use crate::config::Release;
+        for (mode, release) in RpMode::ALL
+            .into_iter()
+            .flat_map(|m| [(m, Release::LineRate), (m, Release::MaxRate)])
+        {
+            let mut cfg = AgentConfig {
                 line_rate: Rate::from_gbps(10),
                 rp_mode: mode,
                 ..AgentConfig::default()
             };
+            cfg.rp.rp_release = release;
             let (min, line) = (cfg.rp.rpg_min_rate, cfg.line_rate);
             let mut rng = Rng::new(21);
             let mut ops = Rng::new(22);
@@ -303,7 +310,12 @@ mod tests {
                     continue;
                 }
                 let (cr, tr) = (rp.rate(), rp.target());
-                assert!(min <= cr && cr <= tr && tr <= line, "{mode}: {cr} {tr}");
+                assert!(min <= cr && cr <= tr, "{mode}: {cr} {tr}");
+                if release == Release::LineRate || mode.explicit_rate() {
+                    assert!(tr <= line, "{mode}: {cr} {tr}");
+                } else {
+                    assert!(cr <= line, "{mode}: {cr} {tr}");
+                }
                 let cps = rp.cps();
                 assert!(cps.len() <= cfg.rp.rpg_bs_max_cps);
                 if mode.per_cp() {
