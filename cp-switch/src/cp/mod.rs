@@ -196,7 +196,7 @@ pub fn weight_of(weights: &[FlowWeight], id: &FlowId) -> u32 {
 /// settings while the bridge runs; [`CpConfig::with_overrides`] applies `KEY = VALUE` pairs
 /// with the names below and the validation of a configuration file. Parameters that only scale
 /// the algorithm — `cp_queue_set_point`, `cp_feedback_weight`, `cp_min_sample_base`,
-/// `cnm_priority`, `cp_min_header_octets` and the `er_*` settings — change in place: a QCN CP
+/// `cp_sample_table`, `cnm_priority`, `cp_min_header_octets` and the `er_*` settings — change in place: a QCN CP
 /// keeps Qold and its sampling countdown (shortened to a smaller base), so the next sample
 /// already uses the new Qeq and w (802.1Q-2011 32.8.6 computes Fb from the current
 /// parameters at each sample). An explicit-rate CP whose `er_*` settings or Qeq change starts
@@ -219,6 +219,11 @@ pub struct CpConfig {
     pub cp_feedback_weight: u32,
     /// Sampling base (`ieee8021CnCpMinSampleBase`). Default 150000 octets.
     pub cp_min_sample_base: Bytes,
+    /// How the sampling interval follows QntzFb, in the modes that sample (`qcn`, `fqcn`;
+    /// `explicit-rate` measures by time and ignores it): `standard` (default,
+    /// `base / (1 + ⌊QntzFb/8⌋)`), `pseudo-code` (the QCN pseudo-code v2.2 table) or
+    /// `fqcn-paper` (the FQCN paper's eq. 2, `(1 + 9·Ψ/64) %`). See [`qcn::SampleTable`].
+    pub cp_sample_table: qcn::SampleTable,
     /// PCP of the CNMs' VLAN tag (`ieee8021CnGlobalCnmTransmitPriority`). Default 6.
     pub cnm_priority: u8,
     /// Octets of the sampled frame's MSDU encapsulated in the CNM
@@ -254,6 +259,7 @@ impl Default for CpConfig {
             cp_queue_set_point: q.cp_queue_set_point,
             cp_feedback_weight: q.cp_feedback_weight,
             cp_min_sample_base: q.cp_min_sample_base,
+            cp_sample_table: q.cp_sample_table,
             cnm_priority: DEFAULT_CNM_PRIORITY,
             cp_min_header_octets: DEFAULT_MIN_HEADER_OCTETS,
             culprit: Culprit::Arrival,
@@ -283,6 +289,7 @@ impl CpConfig {
             cp_queue_set_point: self.cp_queue_set_point,
             cp_feedback_weight: self.cp_feedback_weight,
             cp_min_sample_base: self.cp_min_sample_base,
+            cp_sample_table: self.cp_sample_table,
         }
     }
 

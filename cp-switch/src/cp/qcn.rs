@@ -29,6 +29,36 @@
 //! `Fb ≥ 0`; either way multiplied by a uniform jitter in [0.85, 1.15] (±15 %, 802.1Q-2011
 //! 32.8) drawn from the seeded generator the caller passes in.
 //!
+//! # Sampling tables (`cp_sample_table`)
+//! * `standard` (default): `base / (1 + ⌊QntzFb / 8⌋)`, a sampling probability of 1 %, 2 %,
+//!   …, 8 % of 1500-octet frames in the eight bands, scaling with `cp_min_sample_base`
+//!   (`ieee8021CnCpMinSampleBase`, the only sampling object the MIB has).
+//! * `pseudo-code`: the QCN pseudo-code v2.2's table of fixed intervals, 150, 75, 50, 37.5,
+//!   30, 25, 21.5, 18.5 KB (as the ns-3 QCN model `cp-net-device.cc` has it), here scaled by
+//!   `base / 150 KB`. Its top two bands differ from `standard` by +0.3 % and −1.3 %.
+//! * `fqcn-paper`: the FQCN paper's eq. 2 (Zhang & Ansari §II-A, the paper's description of
+//!   QCN's CP, which its simulations of both QCN and FQCN use): sampling probability
+//!   `p = (1 + 9·Ψ(Fb)/64) %` when `Fb < 0`, `1 %` otherwise, Ψ(Fb) = QntzFb. As a byte
+//!   countdown whose base stands for 1 %: `base · 64 / (64 + 9·QntzFb)` — 1.98 % at Ψ = 7
+//!   where `standard` samples 1 %, 3.11 % at Ψ = 15 (`standard`: 2 %), 9.86 % at Ψ = 63
+//!   (8 %). It is linear in Ψ rather than stepped by bands of eight; the paper's 10 % is at
+//!   Ψ = 64, one more than the field holds.
+//!
+//! The jitter, the quantization and the rest of the sample are the same with every table.
+//!
+//! # Quantization, and what the other implementations do
+//! QntzFb here is `max(1, round(63·|Fb|/Fbmax))`: every congested sample (`Fb < 0`) sends a
+//! CNM with QntzFb ≥ 1, and `|Fb| ≥ Fbmax` maps to 63, the largest value of the six-bit
+//! `cnmQntzFb` field (802.1Q-2011 33.4.4). The ns-3 QCN model (after the pseudo-code) uses
+//! `min(63, ⌊64·|Fb|/Fbmax⌋)`, where a congested sample with `|Fb| < Fbmax/64` quantizes to 0
+//! and sends no CNM; it agrees with this one to within one quantization step (1/63 of the
+//! range). The Linux QCN prototype keeps the top six bits of `|Fb|` (a shift instead of the
+//! division by Fbmax), which differs by the choice of scale. The choice made here keeps the
+//! rule that *every* negative Fb is
+//! signalled (802.1Q-2011 32.8: a CNM is generated when Fb is negative) and rounds to the
+//! nearest level. The clause's own quantization formula could not be checked word for word;
+//! what is certain is the field's width and the meaning of Fbmax.
+//!
 //! # Parameters (MIB name → default)
 //! * `cp_queue_set_point` (`ieee8021CnCpQueueSizeSetPoint`): 26000 octets. The papers use 33 KB
 //!   of a 150 KB buffer, 60 KB at input buffers, 14 KB for incast.
@@ -45,6 +75,7 @@
 
 use cnm_proto::rng::Rng;
 use cnm_proto::Bytes;
+use serde::{Deserialize, Serialize};
 
 /// Default set point Qeq: 26000 octets (IEEE8021-CN-MIB `ieee8021CnCpQueueSizeSetPoint`
 /// DEFVAL).
@@ -62,6 +93,52 @@ pub use cnm_proto::wire::cnm::QNTZ_FB_MAX;
 /// Largest accepted feedback weight.
 pub const MAX_WEIGHT: u32 = 64;
 
+/// How the interval to the next sample follows QntzFb (`cp_sample_table`; see the module's
+/// essay for the sources).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SampleTable {
+    /// `base / (1 + ⌊QntzFb / 8⌋)` (802.1Q-2011 32.8).
+    #[default]
+    Standard,
+    /// The pseudo-code v2.2 table 150, 75, 50, 37.5, 30, 25, 21.5, 18.5 KB, scaled by
+    /// `base / 150 KB`.
+    PseudoCode,
+    /// The FQCN paper's eq. 2: `base · 64 / (64 + 9·QntzFb)`.
+    FqcnPaper,
+}
+
+impl std::fmt::Display for SampleTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SampleTable::Standard => "standard",
+            SampleTable::PseudoCode => "pseudo-code",
+            SampleTable::FqcnPaper => "fqcn-paper",
+        })
+    }
+}
+
+/// The pseudo-code v2.2's sampling intervals per band of eight QntzFb values, in octets.
+pub const PSEUDO_CODE_TABLE: [u64; 8] = [
+    150_000, 75_000, 50_000, 37_500, 30_000, 25_000, 21_500, 18_500,
+];
+
+impl SampleTable {
+    /// The sampling interval before jitter after a sample with `qntz_fb` (0 = no congestion),
+    /// with sample base `base` (octets).
+    pub fn interval(self, base: u64, qntz_fb: u8) -> u64 {
+        let q = qntz_fb.min(QNTZ_FB_MAX);
+        match self {
+            SampleTable::Standard => sample_interval(base, q),
+            SampleTable::PseudoCode => {
+                let band = PSEUDO_CODE_TABLE[usize::from(q / 8)];
+                (u128::from(base) * u128::from(band) / 150_000) as u64
+            }
+            SampleTable::FqcnPaper => (u128::from(base) * 64 / (64 + 9 * u128::from(q))) as u64,
+        }
+    }
+}
+
 /// Settings of one QCN congestion point (names follow the MIB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QcnParams {
@@ -72,6 +149,8 @@ pub struct QcnParams {
     /// Octets between samples when there is no congestion (`ieee8021CnCpMinSampleBase`).
     /// Default 150000.
     pub cp_min_sample_base: Bytes,
+    /// The sampling table. Default [`SampleTable::Standard`].
+    pub cp_sample_table: SampleTable,
 }
 
 impl Default for QcnParams {
@@ -80,6 +159,7 @@ impl Default for QcnParams {
             cp_queue_set_point: DEFAULT_SET_POINT,
             cp_feedback_weight: DEFAULT_WEIGHT,
             cp_min_sample_base: DEFAULT_SAMPLE_BASE,
+            cp_sample_table: SampleTable::Standard,
         }
     }
 }
@@ -242,7 +322,10 @@ impl Qcn {
         let q_old = self.vars.q_old;
         let fb = feedback(q, q_old, qeq, w);
         let qntz_fb = quantize(fb, qeq, w);
-        let interval = sample_interval(self.params.cp_min_sample_base.get(), qntz_fb);
+        let interval = self
+            .params
+            .cp_sample_table
+            .interval(self.params.cp_min_sample_base.get(), qntz_fb);
         let next = rng.jitter(interval, JITTER).max(1);
         self.vars.q_old = q;
         self.vars.interval = interval;
@@ -323,6 +406,7 @@ mod tests {
                 cp_queue_set_point: Bytes::new(qeq),
                 cp_feedback_weight: w,
                 cp_min_sample_base: Bytes::new(150_000),
+                cp_sample_table: SampleTable::Standard,
             };
             let mut rng = Rng::new(7);
             let mut cp = Qcn::new(params, &mut rng);
@@ -354,6 +438,68 @@ mod tests {
         assert_eq!(sample_interval(150_000, 8), 75_000);
         assert_eq!(sample_interval(150_000, 55), 21_428);
         assert_eq!(sample_interval(150_000, 56), 18_750);
+    }
+
+    /// FQCN eq. 2: p = (1 + 9Ψ/64) %, so the interval is base / (p / 1 %) = base·64/(64+9Ψ).
+    #[test]
+    fn fqcn_paper_sampling_probability() {
+        let t = SampleTable::FqcnPaper;
+        // Ψ = 0 (no congestion): 1 %, the base.
+        assert_eq!(t.interval(150_000, 0), 150_000);
+        // Ψ = 7: 1 + 63/64 = 1.984375 %: 150000·64/127 = 75590.55 → 75590 (standard: 150000).
+        assert_eq!(t.interval(150_000, 7), 75_590);
+        // Ψ = 15: 1 + 135/64 = 3.109375 %: 150000·64/199 = 48241.2 → 48241 (standard: 75000).
+        assert_eq!(t.interval(150_000, 15), 48_241);
+        // Ψ = 63: 1 + 567/64 = 9.859375 %: 150000·64/631 = 15213.9 → 15213 (standard: 18750).
+        assert_eq!(t.interval(150_000, 63), 15_213);
+        // Beyond six bits: as 63.
+        assert_eq!(t.interval(150_000, 200), 15_213);
+        // The probability implied by the interval (the base stands for 1 %), to within the
+        // integer rounding of the interval (< 0.001 percentage points).
+        let pct = |q: u8| 150_000.0 / t.interval(150_000, q) as f64;
+        for (q, p) in [(0u8, 1.0), (7, 1.984_375), (15, 3.109_375), (63, 9.859_375)] {
+            assert!((pct(q) - p).abs() < 1e-3, "Ψ {q}: {} vs {p}", pct(q));
+        }
+        // The FQCN incast scenario's base of 100 KB: Ψ = 63 → 100000·64/631 = 10142.6.
+        assert_eq!(t.interval(100_000, 63), 10_142);
+    }
+
+    #[test]
+    fn pseudo_code_table_and_standard_differ_in_the_top_bands() {
+        let (p, s) = (SampleTable::PseudoCode, SampleTable::Standard);
+        for q in 0..=47u8 {
+            assert_eq!(p.interval(150_000, q), s.interval(150_000, q), "QntzFb {q}");
+        }
+        // Band 6: 21500 vs 21428 (+0.34 %); band 7: 18500 vs 18750 (−1.33 %).
+        assert_eq!(
+            (p.interval(150_000, 48), s.interval(150_000, 48)),
+            (21_500, 21_428)
+        );
+        assert_eq!(
+            (p.interval(150_000, 63), s.interval(150_000, 63)),
+            (18_500, 18_750)
+        );
+        // Scaled with the base: 100 KB → 14333 in band 6 (21500·2/3).
+        assert_eq!(p.interval(100_000, 50), 14_333);
+        assert_eq!(SampleTable::default(), SampleTable::Standard);
+    }
+
+    #[test]
+    fn sample_table_is_used_by_the_cp() {
+        let params = QcnParams {
+            cp_sample_table: SampleTable::FqcnPaper,
+            ..QcnParams::default()
+        };
+        let mut rng = Rng::new(7);
+        let mut cp = Qcn::new(params, &mut rng);
+        cp.sample(0, &mut rng);
+        // Q = 100000 from 0: |Fb| clamped to Fbmax → 63 → 15213.
+        let s = cp.sample(100_000, &mut rng);
+        assert_eq!((s.qntz_fb, s.interval), (63, 15_213));
+        let j = s.next as f64 / 15_213.0;
+        assert!((0.85..=1.15).contains(&j), "{j}");
+        // Empty queue: base.
+        assert_eq!(cp.sample(0, &mut rng).interval, 150_000);
     }
 
     #[test]
