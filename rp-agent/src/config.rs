@@ -24,6 +24,8 @@
 //! rpg_gd = 7                   # Gd = 1/128
 //! rpg_min_dec_fac = 50         # percent
 //! rpg_min_rate = "5mbit"
+//! rp_clamp_tgt_rate = "byte-stage"  # or "after-time-inc", "always"
+//! rp_release = "max-rate"            # or "line-rate"
 //! ```
 
 use cnm_proto::wire::EthernetAddress;
