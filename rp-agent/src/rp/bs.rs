@@ -24,8 +24,9 @@
 //! * **Timer**: every entry has its own (802.1Q 32.14.3 per entry).
 //! * **Rate**: the flow is sent at Transmission_rate = min over entries of RL\[SW_i\].CR — the
 //!   most congested switch is the one selected.
-//! * **Release**: an entry whose CR reaches the line rate is dropped (as a standard limiter is
-//!   released, 802.1Q 32.14.2); the flow's limiter is released when no entry remains.
+//! * **Release**: an entry that is released as a standard limiter is ([`super::qcn`]: CR at
+//!   `rpg_max_rate` by default) is dropped; the flow's limiter is released when no entry
+//!   remains.
 //!
 //! **Adaptive BC_LIMIT per entry** (mode `adaptive-bc+qcn-bs`, Algorithm 1 as published):
 //! BC_LIMIT\[SW_i\] = K · RL\[SW_i\].CR, each entry with its own CR ([`crate::rp::adaptive_bc`]).

@@ -223,8 +223,9 @@ impl Rp {
         }
     }
 
-    /// True when the limiter may be removed: CR reached the line rate (802.1Q 32.14.2: the
-    /// flow is then no longer rate limited nor CN-tagged); QCN/BS: no entry left; explicit
+    /// True when the limiter may be removed: CR reached `rpg_max_rate` (the line rate under
+    /// `rp_release = "line-rate"`; 802.1Q 32.14.2: the flow is then no longer rate limited nor
+    /// CN-tagged, see [`qcn`]); QCN/BS: no entry left; explicit
     /// rate: r at the line rate or expired.
     pub fn released(&self) -> bool {
         match self {
