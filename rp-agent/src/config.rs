@@ -180,9 +180,8 @@ impl std::fmt::Display for ClampTgtRate {
 pub enum Release {
     /// TR grows without a cap, CR is capped at `rpg_max_rate`, and the limiter is released
     /// (the flow is sent at the line rate, untagged) as soon as CR reaches `rpg_max_rate`:
-    /// the pseudo-code v2.2 and ns-3 model (TR uncapped), ns3-rdma, the MIB's description of
-    /// `RPG_MAX_RATE` as carried by mlx4/mlx5 ("once this limit is reached, the RP rate
-    /// limiter is released").
+    /// the ns-3 QCN model and ns3-rdma (TR uncapped), Mellanox's description of
+    /// `RPG_MAX_RATE` ("once this limit is reached, the RP rate limiter is released").
     #[default]
     MaxRate,
     /// TR and CR are both capped at `rpg_max_rate` and the limiter is released only when CR
@@ -239,7 +238,7 @@ pub struct RpParams {
     pub rp_clamp_tgt_rate: ClampTgtRate,
     /// When the limiter is released and whether TR is capped ([`Release`]). Default
     /// `max-rate`: TR is not capped, CR is, and the limiter is released when CR reaches
-    /// `rpg_max_rate` (the MIB's and mlx4/mlx5's reading).
+    /// `rpg_max_rate` (the deployed implementations' reading).
     pub rp_release: Release,
     /// Spread of the uniform jitter applied to every byte-counter and timer reload: the reload
     /// is multiplied by U(1 − j, 1 + j) (802.1Q 32.13: "randomized by ±15 %"). Default 0.15;

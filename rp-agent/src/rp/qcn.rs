@@ -50,9 +50,9 @@
 //! `rpTimeStage`, `rpTargetRate`), the IEEE8021-CN-MIB / dcbnl `ieee_qcn` object
 //! descriptions, and the mlx4/mlx5 drivers' parameter descriptions.
 //!
-//! 1. *What a CNM does to TR and to the byte counter* (`rp_clamp_tgt_rate`). The pseudo-code
-//!    v2.2 and the ns-3 model set TR ← CR and reload the byte counter only when the byte
-//!    stage is above 0 (or the rate is at the line rate); ns3-rdma's 802.1Qau default branch
+//! 1. *What a CNM does to TR and to the byte counter* (`rp_clamp_tgt_rate`). The ns-3 QCN
+//!    model (written after the pseudo-code v2.2) sets TR ← CR and reloads the byte counter only
+//!    when the byte stage is above 0 (or the rate is at the line rate); ns3-rdma's 802.1Qau default branch
 //!    does the same (`if (rpByteStage != 0)`) and marks the always-variant "QCN standard
 //!    doesn't have this"; the mlx5 driver offers the timer stage as an extension
 //!    (`rp_clamp_tgt_rate_ati`) and the always-variant as another (`rp_clamp_tgt_rate`, the
@@ -62,12 +62,13 @@
 //!    CNMs closer than `rpg_byte_reset`: with the byte counter reloaded on every CNM it never
 //!    expires and CR falls geometrically (1 Gb/s, QntzFb 4 every 100 KB: 149 Mb/s after 60
 //!    CNMs), where the byte-stage rule lets it expire every other CNM (392 Mb/s).
-//! 2. *Timer catch-up.* The pseudo-code and the ns-3 model advance the deadline by one period
-//!    per expiry (`timer += period` in a loop while it is due); so does this module.
-//! 3. *Release* (`rp_release`). The pseudo-code caps CR at the line rate and never TR; the
-//!    MIB's `ieee8021CnRpgMaxRate` ("the maximum rate at which an RP can transmit", carried by
-//!    mlx4/mlx5 as "once this limit is reached, the RP rate limiter is released") releases
-//!    the limiter there. Default [`Release::MaxRate`]; `line-rate` keeps TR capped at the
+//! 2. *Timer catch-up.* The ns-3 model advances the deadline by one period per expiry
+//!    (`timer += period` in a loop while it is due); so does this module.
+//! 3. *Release* (`rp_release`). The ns-3 model and ns3-rdma cap CR at the line rate and never
+//!    TR; `RPG_MAX_RATE` (`ieee8021CnRpgMaxRate`, dcbnl `rpg_max_rate`: "the maximum rate at
+//!    which an RP can transmit", which Mellanox's firmware parameter description completes
+//!    with "once this limit is reached, the RP rate limiter is released") is where the
+//!    limiter goes. Default [`Release::MaxRate`]; `line-rate` keeps TR capped at the
 //!    ceiling and releases only at the line rate — CR then halves its way up to a capped TR
 //!    and an idle flow needs 28 expiries at 1 Gb/s (32 at 10 Gb/s), and a limiter with
 //!    `rpg_max_rate` below the line rate is never released.
