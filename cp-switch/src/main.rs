@@ -13,7 +13,7 @@
 //!
 //! Exit status: 0 after SIGINT/SIGTERM, 2 for an invalid configuration (command line, file,
 //! interface, control socket path), 1 for a run-time failure; `ctl` exits 1 when the daemon
-//! cannot be reached or refuses the command, 141 when its output pipe closed early.
+//! cannot be reached, 2 when it refuses the command, 141 when its output pipe closed early.
 #![forbid(unsafe_code)]
 
 mod daemon;
@@ -79,7 +79,7 @@ fn main() {
                 }
                 Err(e) => {
                     eprintln!("cp-switch ctl: {e}");
-                    std::process::exit(1);
+                    std::process::exit(e.exit_code());
                 }
             }
         }

@@ -446,22 +446,51 @@ pub fn ask<C>(tx: &SyncSender<Request<C>>, cmd: C, stop: &AtomicBool) -> Answer 
     }
 }
 
+/// Why [`client`] got no answer data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The daemon could not be reached or answered nothing readable (exit status 1).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The daemon refused the command: unknown, or an invalid value (exit status 2, as every
+    /// invalid configuration).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl ClientError {
+    /// The exit status of a `ctl` subcommand that failed this way.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Unreachable(_) => crate::error::EXIT_RUNTIME,
+            ClientError::Refused(_) => crate::error::EXIT_CONFIG,
+        }
+    }
+}
+
 /// Client side: sends `words` as one command and returns the `data` of the answer.
-pub fn client(path: &Path, words: &[String]) -> Answer {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("cannot connect to control socket {}: {e}", path.display()))?;
+pub fn client(path: &Path, words: &[String]) -> Result<Value, ClientError> {
+    let gone = ClientError::Unreachable;
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        gone(format!(
+            "cannot connect to control socket {}: {e}",
+            path.display()
+        ))
+    })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    writeln!(s, "{}", words.join(" ")).map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| gone(e.to_string()))?;
+    writeln!(s, "{}", words.join(" ")).map_err(|e| gone(format!("send: {e}")))?;
     let mut line = String::new();
     BufReader::new(&s)
         .read_line(&mut line)
-        .map_err(|e| format!("receive: {e}"))?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad answer {line:?}: {e}"))?;
+        .map_err(|e| gone(format!("receive: {e}")))?;
+    let v: Value =
+        serde_json::from_str(&line).map_err(|e| gone(format!("bad answer {line:?}: {e}")))?;
     if v["ok"] == Value::Bool(true) {
         Ok(v["data"].clone())
     } else {
-        Err(v["error"].as_str().unwrap_or("unknown error").to_string())
+        let e = v["error"].as_str().unwrap_or("unknown error").to_string();
+        Err(ClientError::Refused(e))
     }
 }
 

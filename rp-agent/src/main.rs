@@ -11,8 +11,8 @@
 //! `--die-with-parent` (every mode but `ctl`) shuts the process down when its parent dies.
 //! Exit status: 0 after SIGINT/SIGTERM or the end of `--duration`, 2 for an invalid
 //! configuration (flags, file, interface, control socket path), 1 for a run-time failure;
-//! `ctl` exits 1 when the daemon cannot be reached or refuses the command, 141 when its output
-//! pipe closed early.
+//! `ctl` exits 1 when the daemon cannot be reached, 2 when it refuses the command, 141 when its
+//! output pipe closed early.
 #![forbid(unsafe_code)]
 
 mod daemon;
@@ -92,7 +92,7 @@ fn main() {
                 Ok(v) => out(&ctl::table(&v)),
                 Err(e) => {
                     eprintln!("rp-agent ctl: {e}");
-                    std::process::exit(1);
+                    std::process::exit(e.exit_code());
                 }
             }
         }

@@ -230,7 +230,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let trace = match &args.trace {
         Some(p) => Some(
             TraceWriter::create(p)
-                .map_err(|e| DaemonError::Runtime(format!("trace {}: {e}", p.display())))?,
+                .map_err(|e| DaemonError::Config(format!("trace {}: {e}", p.display())))?,
         ),
         None => None,
     };

@@ -64,7 +64,7 @@ fn serve_at(path: &Path, limits: Limits) -> (CtlServer, Answerer) {
     (server, Answerer::start(rx))
 }
 
-fn stats(path: &Path) -> Answer {
+fn stats(path: &Path) -> Result<Value, ClientError> {
     client(path, &["stats".to_string()])
 }
 
@@ -77,7 +77,12 @@ fn round_trip_over_a_socket() {
     assert_eq!(mode, 0o600);
     assert_eq!(stats(&path).unwrap()["ports"], json!([]));
     let err = client(&path, &["bogus".to_string()]).unwrap_err();
-    assert!(err.contains("unknown command"), "{err}");
+    assert!(err.to_string().contains("unknown command"), "{err}");
+    assert_eq!(
+        err.exit_code(),
+        2,
+        "a refused command is an invalid configuration"
+    );
     // Several commands on one connection are answered in order.
     let mut s = UnixStream::connect(&path).unwrap();
     s.write_all(b"stats\n\nbogus\nstats").unwrap();
@@ -96,6 +101,8 @@ fn round_trip_over_a_socket() {
     assert_eq!(e.kind(), ErrorKind::AddrInUse);
     drop(server);
     assert!(!path.exists());
+    let e = stats(&path).unwrap_err();
+    assert_eq!(e.exit_code(), 1, "{e}");
 }
 
 #[test]
@@ -250,7 +257,10 @@ fn connections_beyond_the_limit_are_refused_then_served_again() {
         assert!(line.contains("\"ok\":true"), "{line}");
     }
     let e = stats(&path).unwrap_err();
-    assert!(e.contains("too many control connections"), "{e}");
+    assert!(
+        e.to_string().contains("too many control connections"),
+        "{e}"
+    );
     drop(held);
     // Closed connections free their places (the listener notices at its next step).
     let mut ok = false;

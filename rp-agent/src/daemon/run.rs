@@ -236,9 +236,10 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     };
     drop(req_tx);
     let trace = match &args.trace {
-        Some(p) => {
-            Some(TraceWriter::create(p).map_err(|e| rt(format!("trace {}: {e}", p.display())))?)
-        }
+        Some(p) => Some(
+            TraceWriter::create(p)
+                .map_err(|e| DaemonError::Config(format!("trace {}: {e}", p.display())))?,
+        ),
         None => None,
     };
     let ring = uplink.config().clone();

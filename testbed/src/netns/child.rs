@@ -20,10 +20,13 @@ pub struct Child {
 }
 
 impl Child {
-    /// Spawns `cmd` in a new process group (stdin from /dev/null unless set otherwise).
+    /// Spawns `cmd` in a new process group (stdin from /dev/null unless set otherwise). The
+    /// child gets SIGTERM if the spawning thread dies, so a runner killed with SIGKILL leaves
+    /// no daemon behind (`testbed down` stays the safety net).
     pub fn spawn(mut cmd: Command) -> Result<Child, NetnsError> {
         let label = cmd::describe(&cmd);
         cmd.process_group(0).stdin(Stdio::null());
+        cnm_proto::phy::process::die_with_parent_on_spawn(&mut cmd);
         let child = cmd.spawn().map_err(|source| NetnsError::Spawn {
             cmd: label.clone(),
             source,

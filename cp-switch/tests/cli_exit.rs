@@ -1,0 +1,65 @@
+//! Exit statuses of the `cp-switch` binary: 2 for an invalid configuration, 141 (never a
+//! panic) when `ctl`'s output pipe is closed early. No root needed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::process::{Command, Stdio};
+
+fn cp_switch() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cp-switch"))
+}
+
+#[test]
+fn an_invalid_configuration_exits_2() {
+    let out = cp_switch()
+        .args(["--port", "no-such-if0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-if0"));
+    let out = cp_switch()
+        .args(["--port", "p1", "--cp-weight", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn ctl_into_a_closed_pipe_exits_141_without_a_panic() {
+    let dir = tempfile::Builder::new()
+        .prefix("cpsw-epipe-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("ctl.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    // A stand-in daemon: answers `stats` with a large table, but only once told to (after the
+    // reader of ctl's output is gone).
+    let server = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&s).read_line(&mut line).unwrap();
+        go_rx.recv().unwrap();
+        let rows: Vec<String> = (0..2000)
+            .map(|i| format!("{{\"name\":\"p{i}\",\"rx_frames\":{i}}}"))
+            .collect();
+        let answer = format!("{{\"ok\":true,\"data\":[{}]}}\n", rows.join(","));
+        let _ = (&s).write_all(answer.as_bytes());
+    });
+    let mut child = cp_switch()
+        .arg("ctl")
+        .arg("--socket")
+        .arg(&path)
+        .arg("show")
+        .arg("ports")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    go_tx.send(()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    server.join().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{out:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
