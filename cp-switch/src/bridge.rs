@@ -8,8 +8,9 @@
 //!    output or a flood to every other port that is up.
 //! 2. For each output, the frame is copied into a pooled buffer and appended to the VOQ for that
 //!    output in the input buffer of (ingress port, priority) ([`crate::voq`]), or dropped if the
-//!    shared buffer is full (drop-tail; in lossless mode the buffer sends XOFF upstream at Qhigh
-//!    so that, with an honouring peer, it never fills). *Input congestion point hook:* every
+//!    shared buffer is full or, in drop-tail mode, that VOQ is over its dynamic share of it (in
+//!    lossless mode the buffer sends XOFF upstream at Qhigh so that, with an honouring peer, it
+//!    never fills). *Input congestion point hook:* every
 //!    enqueue here passes `(now, frame length, buffer occupancy)` through
 //!    `Bridge::input_enqueued`, where an input congestion point ([`crate::cp`], placement
 //!    `input`) samples.
@@ -320,7 +321,15 @@ impl Bridge {
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
             ports,
             inbufs: (0..n * P)
-                .map(|_| InputBuffer::new(n, cfg.buffers.input.get()))
+                .map(|_| {
+                    // Lossless mode never drops below the shared size (crate::voq).
+                    let alpha = if cfg.lossless.mode == LosslessMode::None {
+                        cfg.buffers.voq_alpha
+                    } else {
+                        0.0
+                    };
+                    InputBuffer::new(n, cfg.buffers.input.get()).with_alpha(alpha)
+                })
                 .collect(),
             rings: (0..n * P).map(|_| InputRing::new(n)).collect(),
             outqs: (0..n * P)
@@ -826,7 +835,7 @@ impl Bridge {
     #[inline]
     fn enqueue(&mut self, now: Instant, i: usize, p: usize, o: usize, bytes: &[u8], exempt: bool) {
         let ib = &mut self.inbufs[i * P + p];
-        if !ib.fits(bytes.len()) {
+        if !ib.admits(o, bytes.len()) {
             ib.counters.drops += 1;
             let qlen = ib.bytes();
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::InputFull);

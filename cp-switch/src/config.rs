@@ -234,6 +234,12 @@ pub struct BufferConfig {
     pub control_frames: usize,
     /// What the fabric does with a frame whose output queue is full. Default backpressure.
     pub on_output_full: OutputFullPolicy,
+    /// Dynamic-threshold factor α bounding each VOQ's share of its input buffer: a VOQ grows
+    /// only while it holds less than `α × (free octets of the buffer)` (Choudhury and Hahne,
+    /// IEEE/ACM Trans. Networking 1998; [`crate::voq`]). Default 2: one stalled output holds at
+    /// most two thirds of an input buffer. 0 turns the bound off. Not applied in lossless mode.
+    /// At most 1024.
+    pub voq_alpha: f64,
 }
 
 /// What happens to a frame whose output queue has no room.
@@ -258,6 +264,7 @@ impl Default for BufferConfig {
             delay_line: Bytes::new(4_000_000),
             control_frames: 64,
             on_output_full: OutputFullPolicy::Backpressure,
+            voq_alpha: 2.0,
         }
     }
 }
@@ -490,6 +497,13 @@ impl BridgeConfig {
             return Err(ConfigError::new(
                 "buffers.delay_line",
                 format!("must hold at least one max_frame ({mf} octets)"),
+            ));
+        }
+        let a = self.buffers.voq_alpha;
+        if !(a.is_finite() && (0.0..=1024.0).contains(&a)) {
+            return Err(ConfigError::new(
+                "buffers.voq_alpha",
+                "must be a number from 0 (off) to 1024",
             ));
         }
         if self.buffers.control_frames == 0 {

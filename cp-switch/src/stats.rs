@@ -22,7 +22,8 @@ fn ser_instant<S: serde::Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Erro
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DropReason {
-    /// The input buffer of (ingress port, priority) had no room (drop-tail).
+    /// The input buffer of (ingress port, priority) had no room (drop-tail), or the frame's
+    /// VOQ was over its dynamic share of that buffer (`buffers.voq_alpha`, [`crate::voq`]).
     InputFull,
     /// The output queue was full and `buffers.on_output_full` is `drop`.
     OutputFull,

@@ -3,10 +3,34 @@
 //! Combined input-output queueing (CIOQ; McKeown et al., "Achieving 100% throughput in an
 //! input-queued switch", IEEE Trans. Commun. 1999, introduce VOQs to remove head-of-line
 //! blocking). Each input port has, per priority, one shared buffer of `buffers.input` octets
-//! (default 150 KB, the QCN baseline switch) holding one FIFO per output port. Admission is
-//! drop-tail on the shared total: a frame is accepted if the buffer's occupancy plus its length
-//! does not exceed the size. Because every output has its own FIFO, a frame for a congested
-//! output never waits behind frames for another output: only the shared byte budget is common.
+//! (default 150 KB, the QCN baseline switch) holding one FIFO per output port. Because every
+//! output has its own FIFO, a frame for a congested output never waits behind frames for
+//! another output: only the shared byte budget is common.
+//!
+//! # Admission: a dynamic threshold per VOQ
+//! A shared budget alone lets one stalled output take all of it: an output stopped by a PAUSE
+//! flood, or a slow port receiving flooded copies, fills its VOQ until the whole input buffer
+//! is full, and then every other flow of that input is dropped too. Each VOQ's share is
+//! therefore bounded by the dynamic threshold of Choudhury and Hahne ("Dynamic queue length
+//! thresholds for shared-memory packet switches", IEEE/ACM Trans. Networking 6(2), 1998): a
+//! queue may grow only while its length is below `α × (B − Q)`, where `B` is the buffer size,
+//! `Q` the occupancy of the whole buffer and `α` = `buffers.voq_alpha`. A frame of `len`
+//! octets for output `o` is admitted when
+//!
+//! * `Q + len ≤ B` (it fits the shared buffer, as before), and
+//! * `q_o < α × (B − Q)` (its VOQ is below the threshold; the paper's rule, checked before the
+//!   frame is added, so that an empty VOQ always admits a frame that fits).
+//!
+//! With `n` VOQs backlogged the threshold settles where each holds `α·B / (1 + n·α)` and
+//! `B / (1 + n·α)` stays free for queues that become active. With the default `α = 2` one
+//! stalled VOQ holds at most about two thirds of the buffer (100 KB of 150 KB) and a third stays
+//! for the other outputs; `α = 0` turns the threshold off (the plain shared drop-tail buffer).
+//! A refused frame is counted `input_full` like one that did not fit.
+//!
+//! In lossless mode (PAUSE/PFC) the threshold is not applied: a frame from a peer that honours
+//! XOFF must never be dropped, and PFC pauses a whole priority of the input anyway. There one
+//! stalled output is bounded by the storm watchdog ([`crate::pause::PauseRx`]), which drops what
+//! waits for an output paused longer than `lossless.watchdog`.
 //!
 //! The occupancy of this buffer is what lossless mode watches ([`crate::pause`]) and what an
 //! input congestion point (`cp.placement = "input"`, [`crate::cp`]) samples: it observes every
@@ -20,32 +44,69 @@ use std::collections::VecDeque;
 #[derive(Debug)]
 pub struct InputBuffer {
     voqs: Vec<VecDeque<Frame>>,
+    /// Octets in each VOQ.
+    voq_len: Vec<u64>,
     bytes: u64,
     frames: usize,
     max: u64,
+    /// Dynamic-threshold factor α (0: no per-VOQ bound).
+    alpha: f64,
     /// Counters.
     pub counters: QueueCounters,
 }
 
 impl InputBuffer {
-    /// A buffer of `max` octets with one VOQ for each of `ports` outputs.
+    /// A buffer of `max` octets with one VOQ for each of `ports` outputs and no per-VOQ bound.
     pub fn new(ports: usize, max: u64) -> Self {
         InputBuffer {
             voqs: (0..ports).map(|_| VecDeque::new()).collect(),
+            voq_len: vec![0; ports],
             bytes: 0,
             frames: 0,
             max,
+            alpha: 0.0,
             counters: QueueCounters::default(),
         }
     }
 
-    /// Whether `len` more octets fit.
+    /// Builder: bounds each VOQ by the dynamic threshold `alpha × (free octets)`; 0 (or a value
+    /// that is not a positive finite number) turns the bound off.
+    pub fn with_alpha(mut self, alpha: f64) -> Self {
+        self.alpha = if alpha.is_finite() && alpha > 0.0 {
+            alpha
+        } else {
+            0.0
+        };
+        self
+    }
+
+    /// Whether `len` more octets fit the shared buffer.
     #[inline]
     pub fn fits(&self, len: usize) -> bool {
         self.bytes + len as u64 <= self.max
     }
 
-    /// Appends a frame to the VOQ of output `out` (caller checked [`InputBuffer::fits`]).
+    /// Whether a frame of `len` octets for output `out` is admitted: it fits the shared buffer
+    /// and the VOQ of `out` is below its dynamic threshold `α × (B − Q)` (module essay).
+    #[inline]
+    pub fn admits(&self, out: usize, len: usize) -> bool {
+        if !self.fits(len) {
+            return false;
+        }
+        if self.alpha == 0.0 {
+            return true;
+        }
+        let q = self.voq_len.get(out).copied().unwrap_or(0);
+        // Both sides are below 2^53 for any buffer the configuration accepts: exact in f64.
+        (q as f64) < self.alpha * (self.max - self.bytes) as f64
+    }
+
+    /// The VOQ's dynamic threshold now (octets; `None` when the bound is off).
+    pub fn threshold(&self) -> Option<u64> {
+        (self.alpha > 0.0).then(|| (self.alpha * (self.max - self.bytes) as f64) as u64)
+    }
+
+    /// Appends a frame to the VOQ of output `out` (caller checked [`InputBuffer::admits`]).
     /// Returns true if that VOQ was empty before.
     #[inline]
     pub fn push(&mut self, out: usize, f: Frame) -> bool {
@@ -55,6 +116,7 @@ impl InputBuffer {
         self.counters.enq_frames += 1;
         self.counters.enq_bytes += len;
         self.counters.peak_bytes = self.counters.peak_bytes.max(self.bytes);
+        self.voq_len[out] += len;
         let q = &mut self.voqs[out];
         let was_empty = q.is_empty();
         q.push_back(f);
@@ -85,6 +147,7 @@ impl InputBuffer {
     pub fn pop(&mut self, out: usize) -> Option<Frame> {
         let f = self.voqs[out].pop_front()?;
         self.bytes -= f.len() as u64;
+        self.voq_len[out] -= f.len() as u64;
         self.frames -= 1;
         self.counters.deq_frames += 1;
         Some(f)
@@ -114,7 +177,7 @@ impl InputBuffer {
 
     /// Octets waiting for output `out`.
     pub fn voq_bytes(&self, out: usize) -> u64 {
-        self.voqs[out].iter().map(|f| f.len() as u64).sum()
+        self.voq_len.get(out).copied().unwrap_or(0)
     }
 }
 
@@ -138,5 +201,35 @@ mod tests {
         assert_eq!(b.bytes(), 2000);
         assert_eq!(b.voq_bytes(1), 2000);
         assert!(b.voq_is_empty(2));
+    }
+
+    #[test]
+    fn dynamic_threshold_bounds_one_voq() {
+        // B = 3000, α = 1: a lone VOQ grows while q < 3000 − q, i.e. up to 1500 (admitted at
+        // q = 1000 < 2000, refused at q = 1500 = 3000 − 1500); another VOQ then still has
+        // room: 0 < 1 × 1500.
+        let mut p = FramePool::new();
+        let mut b = InputBuffer::new(3, 3000).with_alpha(1.0);
+        let f = |p: &mut FramePool, n: usize| p.frame(&vec![0; n], Instant::ZERO, 0).unwrap();
+        for _ in 0..3 {
+            assert!(b.admits(1, 500));
+            b.push(1, f(&mut p, 500));
+        }
+        assert_eq!(b.threshold(), Some(1500));
+        assert!(!b.admits(1, 500), "q = 1500 is not below 1 × (3000 − 1500)");
+        assert!(b.fits(500));
+        assert!(b.admits(2, 500));
+        b.push(2, f(&mut p, 500));
+        // Q = 2000: threshold 1000; VOQ 2 (500) still grows once, VOQ 1 (1500) not.
+        assert!(b.admits(2, 500) && !b.admits(1, 1));
+        assert_eq!((b.voq_bytes(1), b.voq_bytes(2)), (1500, 500));
+        // Draining VOQ 1 raises the threshold again.
+        b.pop(1);
+        b.pop(1);
+        assert!(b.admits(1, 500));
+        // α = 0: only the shared budget.
+        let b = InputBuffer::new(2, 3000).with_alpha(0.0);
+        assert!(b.admits(0, 3000) && !b.admits(0, 3001));
+        assert_eq!(b.threshold(), None);
     }
 }
