@@ -60,14 +60,15 @@ use crate::cp::flows::HDR_LEN;
 use crate::cp::{Arrival, CongestionPoint, CpConfig, CpStats, Feedback, Placement, NO_FLOW};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
-use crate::forward::{classify, decide, Classified, Decision};
+use crate::forward::{classify, decide, is_reserved_group, Classified, Decision};
 use crate::outq::OutputQueue;
 use crate::pause::{PauseAction, PauseGen, PauseRx};
 use crate::pool::{Frame, FramePool};
 use crate::sched::{InputRing, PrioritySelector};
 use crate::shaper::Shaper;
 use crate::stats::{
-    BridgeStats, DropReason, Event, PortCounters, PortStats, QueueCounters, QueueKind, QueueStats,
+    BridgeStats, DropReason, Event, NeighbourCn, PortCounters, PortStats, QueueCounters, QueueKind,
+    QueueStats,
 };
 use crate::voq::InputBuffer;
 use crate::PortId;
@@ -119,6 +120,8 @@ pub struct Bridge {
     pvid: u16,
     max_frame: usize,
     nominal_rate: Rate,
+    /// Detection time of the PAUSE/PFC storm watchdog (zero: off).
+    watchdog: Duration,
     control_frames: usize,
     /// `buffers.on_output_full == Drop`: the fabric drops instead of holding frames.
     drop_at_output: bool,
@@ -232,6 +235,8 @@ struct Port {
     pause_rx: PauseRx,
     /// Control frames waiting to go out ahead of data.
     ctl: VecDeque<Frame>,
+    /// The CN TLV of the last LLDPDU received on the port.
+    neighbour_cn: Option<NeighbourCn>,
     /// Bit p set: the output queue of priority p holds frames.
     backlog: u8,
     counters: PortCounters,
@@ -278,6 +283,7 @@ impl Bridge {
                     ),
                     pause_rx: PauseRx::default(),
                     ctl: VecDeque::with_capacity(cfg.buffers.control_frames),
+                    neighbour_cn: None,
                     backlog: 0,
                     counters: PortCounters::default(),
                     strip_cn_tag: pc.cnd_defense.strips_cn_tag(),
@@ -317,6 +323,7 @@ impl Bridge {
             pvid: cfg.pvid,
             max_frame: max_frame as usize,
             nominal_rate: cfg.lossless.nominal_rate,
+            watchdog: cfg.lossless.watchdog,
             control_frames: cfg.buffers.control_frames,
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
             ports,
@@ -475,6 +482,10 @@ impl Bridge {
             self.mac_control(now, i, &mc);
             return;
         }
+        if is_reserved_group(c.dst) {
+            self.reserved_group(now, i, frame, &c);
+            return;
+        }
         if c.src.is_unicast() {
             self.fdb.learn(now, c.src, c.vid, ingress);
         }
@@ -507,7 +518,9 @@ impl Bridge {
         let ingress = PortId(i as u16);
         match decide(&self.fdb, now, ingress, c.dst, c.vid) {
             Decision::Unicast(o) => {
-                if self.ports[o.index()].up {
+                if self.storm_shut(o.index(), p) {
+                    self.drop_frame(now, o, Some(p), DropReason::PauseStorm);
+                } else if self.ports[o.index()].up {
                     self.enqueue(now, i, p, o.index(), frame, c.cn_exempt);
                 } else {
                     self.drop_frame(now, ingress, Some(p), DropReason::PortDown);
@@ -522,7 +535,11 @@ impl Bridge {
                 for o in 0..self.ports.len() {
                     if o != i && self.ports[o].up {
                         any = true;
-                        self.enqueue(now, i, p, o, frame, c.cn_exempt);
+                        if self.storm_shut(o, p) {
+                            self.drop_frame(now, PortId(o as u16), Some(p), DropReason::PauseStorm);
+                        } else {
+                            self.enqueue(now, i, p, o, frame, c.cn_exempt);
+                        }
                     }
                 }
                 if !any {
@@ -530,6 +547,80 @@ impl Bridge {
                 }
             }
         }
+    }
+
+    /// The storm watchdog has shut priority `p` of output `o`.
+    #[inline]
+    fn storm_shut(&self, o: usize, p: usize) -> bool {
+        self.ports[o].pause_rx.storm() & (1 << p) != 0
+    }
+
+    /// Runs the storm watchdog of output `o` at `now` ([`crate::pause`]): a priority entering a
+    /// storm has its output queue and the VOQs for it emptied (counted `pause_storm`), one
+    /// leaving it is served again.
+    fn run_watchdog(&mut self, now: Instant, o: usize) {
+        if self.watchdog == Duration::ZERO {
+            return;
+        }
+        let c = self.ports[o].pause_rx.watchdog(now, self.watchdog);
+        if c.started != 0 {
+            let mut flushed = 0;
+            for p in (0..P).filter(|p| c.started & (1 << p) != 0) {
+                flushed += self.flush_output(now, o, p);
+            }
+            let pt = &mut self.ports[o];
+            pt.counters.pause_storms += u64::from(c.started.count_ones());
+            pt.counters.drops.pause_storm += flushed;
+            self.event(Event::PauseStorm {
+                at: now,
+                port: PortId(o as u16),
+                priorities: c.started,
+                on: true,
+                flushed,
+            });
+        }
+        if c.ended != 0 {
+            self.event(Event::PauseStorm {
+                at: now,
+                port: PortId(o as u16),
+                priorities: c.ended,
+                on: false,
+                flushed: 0,
+            });
+        }
+    }
+
+    /// Empties the output queue (`o`, `p`) and the VOQs for `o` at priority `p` of every input;
+    /// returns the frames dropped (the caller counts them). Inputs whose buffers shrink get
+    /// their XON check.
+    fn flush_output(&mut self, now: Instant, o: usize, p: usize) -> u64 {
+        let r = o * P + p;
+        let mut dropped = 0u64;
+        while let Some(mut f) = self.outqs[r].pop() {
+            self.outqs[r].counters.drops += 1;
+            self.cp_departure(r, &mut f);
+            self.pool.recycle(f);
+            dropped += 1;
+        }
+        self.ports[o].backlog &= !(1 << p);
+        for j in 0..self.ports.len() {
+            let q = j * P + p;
+            let mut n = 0;
+            while let Some(mut f) = self.inbufs[q].pop(o) {
+                self.cp_departure(q, &mut f);
+                self.pool.recycle(f);
+                n += 1;
+            }
+            if n > 0 {
+                let ib = &mut self.inbufs[q];
+                ib.counters.drops += n;
+                dropped += n;
+                let bytes = ib.bytes();
+                self.after_input_dequeue(now, j, p, bytes);
+            }
+        }
+        self.rings[r] = InputRing::new(self.ports.len());
+        dropped
     }
 
     /// Frames ready to go on the wire now. `tx` returns false if that port cannot take a frame
@@ -565,6 +656,9 @@ impl Bridge {
         }
         for (o, port) in self.ports.iter().enumerate() {
             if let Some(t) = port.pause_gen.refresh_at() {
+                consider(t);
+            }
+            if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
                 consider(t);
             }
             if !port.up {
@@ -727,6 +821,10 @@ impl Bridge {
                 flooded: p.counters.flooded,
                 cn_remapped: p.counters.cn_remapped,
                 cn_tag_stripped: p.counters.cn_tag_stripped,
+                lldp_rx: p.counters.lldp_rx,
+                pause_storms: p.counters.pause_storms,
+                storm_priorities: p.pause_rx.storm(),
+                neighbour_cn: p.neighbour_cn,
                 drop_reasons: p.counters.drops,
                 pause_asserted: p.pause_gen.asserted(),
                 paused_by_peer: p.pause_rx.paused_mask(now),
@@ -1321,9 +1419,35 @@ impl Bridge {
         }
     }
 
+    /// A frame to a reserved group address received on port `i` (never relayed, never learned
+    /// from; [`crate::forward`]): LLDP is consumed and its CN TLV remembered as the port's
+    /// neighbour's; anything else is a counted `reserved_group` drop.
+    #[cold]
+    fn reserved_group(&mut self, now: Instant, i: usize, frame: &[u8], c: &Classified) {
+        if c.ethertype != cnm_proto::wire::EtherType::Lldp {
+            self.drop_frame(now, PortId(i as u16), None, DropReason::ReservedGroup);
+            return;
+        }
+        let body = frame.get(c.payload_offset..).unwrap_or(&[]);
+        match cnm_proto::wire::lldp::find_cn_tlv(body) {
+            Ok(tlv) => {
+                let pt = &mut self.ports[i];
+                pt.counters.lldp_rx += 1;
+                if let Some(t) = tlv {
+                    pt.neighbour_cn = Some(NeighbourCn {
+                        cnpv: t.cnpv,
+                        ready: t.ready,
+                    });
+                }
+            }
+            Err(_) => self.drop_frame(now, PortId(i as u16), None, DropReason::Malformed),
+        }
+    }
+
     /// Serves output port `o`.
     fn transmit_port(&mut self, now: Instant, o: usize, tx: &mut dyn FnMut(PortId, &[u8]) -> bool) {
         let id = PortId(o as u16);
+        self.run_watchdog(now, o);
         if let Some(t) = self.ports[o].pause_gen.refresh_at() {
             if t <= now && self.ports[o].up {
                 self.refresh_pause(now, o);

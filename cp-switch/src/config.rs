@@ -298,6 +298,12 @@ pub struct LosslessConfig {
     /// Rate used to convert quanta to time on an unshaped port (a real port would use its PHY
     /// rate; an unshaped emulated port has none). Default 10 Gb/s.
     pub nominal_rate: Rate,
+    /// Detection time of the PAUSE/PFC storm watchdog: an output priority its peer keeps
+    /// paused (re-asserting) for this long is shut — what waits for it and what arrives for it
+    /// is dropped, counted `pause_storm` — until the pause lapses ([`crate::pause`]). Applies
+    /// in every mode (received PAUSE is always honoured). Default 100 ms, a deployment default
+    /// of the order shipping DCB switches use, not a standard value; 0 turns it off.
+    pub watchdog: Duration,
 }
 
 impl Default for LosslessConfig {
@@ -308,6 +314,7 @@ impl Default for LosslessConfig {
             qlow: Bytes::new(44_000),
             quanta: 0xFFFF,
             nominal_rate: Rate::from_gbps(10),
+            watchdog: Duration::from_millis(100),
         }
     }
 }

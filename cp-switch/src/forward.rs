@@ -11,6 +11,12 @@
 //!   other port that is up; a known unicast goes to its port, unless that is the reception port
 //!   (clause 8.6.1: a frame is never transmitted on the port it was received on), in which case
 //!   it is filtered.
+//! * **Reserved group addresses** 01-80-C2-00-00-00 to 01-80-C2-00-00-0F (802.1Q-2018 clause
+//!   8.6.3 and Table 8-1: STP/RSTP, MAC Control, Slow Protocols such as LACP, 802.1X port
+//!   access, LLDP, ...): a bridge never relays them, whatever its filtering database says
+//!   ([`is_reserved_group`]). The bridge consumes LLDP (the CN TLV of a neighbour,
+//!   `cnm_proto::wire::lldp`) and drops the rest, counted `reserved_group`; neither is learned
+//!   from, since such frames never reach the relay.
 
 use crate::fdb::Fdb;
 use crate::stats::DropReason;
@@ -20,6 +26,14 @@ use cnm_proto::Instant;
 
 /// VID 0xFFF is reserved (802.1Q-2018 Table 9-2).
 const VID_RESERVED: u16 = 0xFFF;
+
+/// Whether `dst` is one of the 16 reserved group addresses 01-80-C2-00-00-00..0F that a
+/// C-VLAN bridge must filter (802.1Q-2018 clause 8.6.3, Table 8-1).
+#[inline]
+pub fn is_reserved_group(dst: EthernetAddress) -> bool {
+    let d = dst.0;
+    d[..5] == [0x01, 0x80, 0xC2, 0x00, 0x00] && d[5] <= 0x0F
+}
 
 /// What the bridge learned from a frame's headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +50,12 @@ pub struct Classified {
     pub vlan_offset: Option<usize>,
     /// MAC-control content, if the frame is one.
     pub mac_control: Option<MacControlRepr>,
+    /// EtherType of the payload (after the VLAN tags and any CN-TAG).
+    pub ethertype: EtherType,
+    /// Offset of the payload (after the EtherType).
+    pub payload_offset: usize,
+    /// The frame carries a CN-TAG (802.1Q clause 33.3).
+    pub cn_tagged: bool,
     /// A congestion point must not sample this frame: it is congestion feedback itself (CNM,
     /// 802.1Q-2011 33.4; rate feedback), MAC control, or has a group source address (no CNM can
     /// be addressed to it).
@@ -71,6 +91,9 @@ pub fn classify(frame: &[u8], default_priority: u8, pvid: u16) -> Result<Classif
         priority,
         vlan_offset: info.vlan_offset,
         mac_control,
+        ethertype: info.ethertype,
+        payload_offset: info.payload_offset,
+        cn_tagged: info.cn_tag_offset.is_some(),
         cn_exempt,
     })
 }
@@ -150,6 +173,22 @@ mod tests {
         assert_eq!(c.mac_control, Some(MacControlRepr::Pause { quanta: 16 }));
         f.truncate(20);
         assert_eq!(classify(&f, 0, 1), Err(DropReason::Malformed));
+    }
+
+    #[test]
+    fn reserved_group_addresses() {
+        for last in 0..=0x0F {
+            assert!(is_reserved_group(EthernetAddress([
+                0x01, 0x80, 0xC2, 0, 0, last
+            ])));
+        }
+        assert!(!is_reserved_group(EthernetAddress([
+            0x01, 0x80, 0xC2, 0, 0, 0x10
+        ])));
+        assert!(!is_reserved_group(EthernetAddress([
+            0x01, 0x80, 0xC2, 0, 0x01, 0x00
+        ])));
+        assert!(!is_reserved_group(EthernetAddress::BROADCAST));
     }
 
     #[test]

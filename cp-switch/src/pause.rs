@@ -23,6 +23,20 @@
 //! transmitted finishes; control frames are never paused (802.3-2018 clause 31B.3.1: PAUSE
 //! inhibits only MAC-client data frames). An unshaped port has no line rate, so the quanta are
 //! converted at `lossless.nominal_rate` (default 10 Gb/s).
+//!
+//! **Storm watchdog** (per output priority). A neighbour whose NIC or driver misbehaves can keep
+//! a queue paused for ever (a PFC storm): everything waiting for that output, and through the
+//! shared input buffers the other flows of the same inputs, stalls. Shipping DCB switches
+//! therefore run a PFC watchdog that, when a queue stays paused longer than a detection time,
+//! drops what is queued for it and what arrives for it until the pause stops, and reports the
+//! event. 802.1Q does not specify one; the detection time here, `lossless.watchdog`, defaults
+//! to 100 ms, a deployment default of the order vendors ship (their documented detection times
+//! are 100-200 ms, e.g. SONiC's `pfcwd` 200 ms, Cisco Nexus 9000's 100 ms polling interval), not
+//! a standard value; 0 turns the watchdog off. A storm is a pause the peer *keeps
+//! re-asserting*: priority `p` has been stopped without a break since `since` and at least one
+//! more PAUSE/PFC frame with a non-zero time for `p` arrived while it was stopped. A single
+//! frame is not a storm: it stops the queue for at most 65535 quanta and then lapses on its
+//! own. The storm ends (the queue is restored) when the pause lapses or the peer sends time 0.
 
 use crate::config::{LosslessMode, NUM_PRIORITIES};
 use cnm_proto::wire::MacControlRepr;
@@ -169,14 +183,32 @@ impl PauseGen {
 #[derive(Debug, Clone)]
 pub struct PauseRx {
     until: [Instant; NUM_PRIORITIES],
+    /// Start of the current unbroken pause of each priority (`Instant::MAX`: not paused).
+    since: [Instant; NUM_PRIORITIES],
+    /// Priorities re-asserted (a further non-zero frame) during their current pause.
+    reasserted: u8,
+    /// Priorities the storm watchdog has declared in a storm.
+    storm: u8,
 }
 
 impl Default for PauseRx {
     fn default() -> Self {
         PauseRx {
             until: [Instant::ZERO; NUM_PRIORITIES],
+            since: [Instant::MAX; NUM_PRIORITIES],
+            reasserted: 0,
+            storm: 0,
         }
     }
+}
+
+/// What [`PauseRx::watchdog`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StormChange {
+    /// Priorities whose storm began now (bit p).
+    pub started: u8,
+    /// Priorities whose storm ended now (bit p).
+    pub ended: u8,
 }
 
 impl PauseRx {
@@ -185,8 +217,9 @@ impl PauseRx {
     pub fn apply(&mut self, now: Instant, repr: &MacControlRepr, rate: Rate) -> (u8, u16) {
         match *repr {
             MacControlRepr::Pause { quanta } => {
-                let until = now + quanta_time(quanta, rate);
-                self.until = [until; NUM_PRIORITIES];
+                for p in 0..NUM_PRIORITIES {
+                    self.set(p, now, quanta, rate);
+                }
                 (0xFF, quanta)
             }
             MacControlRepr::Pfc {
@@ -197,7 +230,7 @@ impl PauseRx {
                 let mask = (class_enable & 0xFF) as u8;
                 for (p, t) in times.iter().enumerate() {
                     if mask & (1 << p) != 0 {
-                        self.until[p] = now + quanta_time(*t, rate);
+                        self.set(p, now, *t, rate);
                         max = max.max(*t);
                     }
                 }
@@ -205,6 +238,77 @@ impl PauseRx {
             }
             MacControlRepr::Unknown { .. } => (0, 0),
         }
+    }
+
+    /// Priority `p` asked to stop for `quanta` at `now`; tracks the unbroken pause.
+    fn set(&mut self, p: usize, now: Instant, quanta: u16, rate: Rate) {
+        let bit = 1u8 << p;
+        let was_paused = self.until[p] > now;
+        self.until[p] = now + quanta_time(quanta, rate);
+        if quanta == 0 {
+            self.since[p] = Instant::MAX;
+            self.reasserted &= !bit;
+        } else if was_paused && self.since[p] != Instant::MAX {
+            self.reasserted |= bit;
+        } else {
+            self.since[p] = now;
+            self.reasserted &= !bit;
+        }
+    }
+
+    /// Runs the storm watchdog at `now` with detection time `limit` (zero: off): a priority
+    /// stopped without a break for at least `limit` and re-asserted meanwhile enters a storm;
+    /// a priority in a storm whose pause lapsed (or was lifted) leaves it. See the module essay.
+    pub fn watchdog(&mut self, now: Instant, limit: Duration) -> StormChange {
+        let mut c = StormChange::default();
+        for p in 0..NUM_PRIORITIES {
+            let bit = 1u8 << p;
+            let paused = self.until[p] > now;
+            if !paused {
+                self.since[p] = Instant::MAX;
+                self.reasserted &= !bit;
+                if self.storm & bit != 0 {
+                    self.storm &= !bit;
+                    c.ended |= bit;
+                }
+            } else if limit != Duration::ZERO
+                && self.storm & bit == 0
+                && self.reasserted & bit != 0
+                && self.since[p] != Instant::MAX
+                && now >= self.since[p] + limit
+            {
+                self.storm |= bit;
+                c.started |= bit;
+            }
+        }
+        c
+    }
+
+    /// Priorities in a storm (bit p).
+    #[inline]
+    pub fn storm(&self) -> u8 {
+        self.storm
+    }
+
+    /// When the watchdog next has something to decide with detection time `limit`: the
+    /// earliest instant a re-asserted pause reaches `limit`, or a storm's pause lapses.
+    pub fn watchdog_due(&self, limit: Duration) -> Option<Instant> {
+        if limit == Duration::ZERO {
+            return None;
+        }
+        let mut best: Option<Instant> = None;
+        for p in 0..NUM_PRIORITIES {
+            let bit = 1u8 << p;
+            let t = if self.storm & bit != 0 {
+                self.until[p]
+            } else if self.reasserted & bit != 0 && self.since[p] != Instant::MAX {
+                self.since[p] + limit
+            } else {
+                continue;
+            };
+            best = Some(best.map_or(t, |b| b.min(t)));
+        }
+        best
     }
 
     /// When priority `p` may transmit again (≤ now: it may).
@@ -294,5 +398,59 @@ mod tests {
         assert_eq!(r.paused_mask(t), 0b100);
         r.apply(t, &MacControlRepr::Pause { quanta: 0 }, Rate::from_gbps(1));
         assert_eq!(r.paused_mask(t), 0);
+    }
+
+    #[test]
+    fn storm_watchdog() {
+        // At 1 Gb/s 0xFFFF quanta last 33.55 ms; re-sent every 10 ms the pause never lapses.
+        let rate = Rate::from_gbps(1);
+        let limit = Duration::from_millis(100);
+        let xoff = MacControlRepr::Pause { quanta: 0xFFFF };
+        let mut r = PauseRx::default();
+        let t0 = Instant::from_nanos(1_000_000);
+        r.apply(t0, &xoff, rate);
+        // One frame alone is no storm: the watchdog has nothing to wait for.
+        assert_eq!(r.watchdog_due(limit), None);
+        let early = t0 + Duration::from_millis(5);
+        assert_eq!(r.watchdog(early, limit), StormChange::default());
+        let mut t = t0;
+        for _ in 0..9 {
+            t += Duration::from_millis(10);
+            r.apply(t, &xoff, rate);
+        }
+        assert_eq!(r.watchdog_due(limit), Some(t0 + limit));
+        assert_eq!(
+            r.watchdog(t0 + Duration::from_millis(99), limit),
+            StormChange::default()
+        );
+        t += Duration::from_millis(10);
+        r.apply(t, &xoff, rate);
+        let c = r.watchdog(t0 + limit, limit);
+        assert_eq!((c.started, c.ended), (0xFF, 0));
+        assert_eq!(r.storm(), 0xFF);
+        // The storm lasts while the peer keeps re-asserting, and ends when the pause lapses.
+        let lapse = t + quanta_time(0xFFFF, rate);
+        assert_eq!(r.watchdog_due(limit), Some(lapse));
+        assert_eq!(r.watchdog(lapse - Duration::from_nanos(1), limit).ended, 0);
+        let c = r.watchdog(lapse, limit);
+        assert_eq!((c.started, c.ended), (0, 0xFF));
+        assert_eq!(r.storm(), 0);
+        // A PFC XON ends the unbroken pause of its priority at once; others keep theirs.
+        let mut r = PauseRx::default();
+        let pfc = |t3| MacControlRepr::Pfc {
+            class_enable: 0b1000,
+            times: [0, 0, 0, t3, 0, 0, 0, 0],
+        };
+        r.apply(t0, &pfc(0xFFFF), rate);
+        r.apply(t0 + Duration::from_millis(10), &pfc(0xFFFF), rate);
+        r.apply(t0 + Duration::from_millis(20), &pfc(0), rate);
+        r.apply(t0 + Duration::from_millis(20), &pfc(0xFFFF), rate);
+        assert_eq!(r.watchdog_due(limit), None, "restarted: one frame so far");
+        // Off: never a storm.
+        r.apply(t0 + Duration::from_millis(30), &pfc(0xFFFF), rate);
+        assert_eq!(r.watchdog_due(Duration::ZERO), None);
+        assert_eq!(r.watchdog_due(limit), Some(t0 + Duration::from_millis(120)));
+        let late = t0 + Duration::from_millis(60);
+        assert_eq!(r.watchdog(late, Duration::from_millis(1)).started, 0b1000);
     }
 }

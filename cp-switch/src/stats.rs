@@ -41,6 +41,12 @@ pub enum DropReason {
     DelayLineFull,
     /// A control frame (PAUSE/PFC, CNM) could not be queued: the port's control queue was full.
     ControlFull,
+    /// Addressed to a reserved group address 01-80-C2-00-00-00..0F other than LLDP's, which a
+    /// bridge never relays (802.1Q-2018 clause 8.6.3, Table 8-1): STP, LACP, 802.1X, ...
+    ReservedGroup,
+    /// Queued for, or arriving for, an output priority the PFC storm watchdog has shut while
+    /// its peer keeps it paused ([`crate::pause::PauseRx`]).
+    PauseStorm,
 }
 
 /// Drops by reason.
@@ -62,6 +68,10 @@ pub struct DropCounters {
     pub delay_line_full: u64,
     /// [`DropReason::ControlFull`].
     pub control_full: u64,
+    /// [`DropReason::ReservedGroup`].
+    pub reserved_group: u64,
+    /// [`DropReason::PauseStorm`].
+    pub pause_storm: u64,
 }
 
 impl DropCounters {
@@ -77,6 +87,8 @@ impl DropCounters {
             DropReason::PortDown => &mut self.port_down,
             DropReason::DelayLineFull => &mut self.delay_line_full,
             DropReason::ControlFull => &mut self.control_full,
+            DropReason::ReservedGroup => &mut self.reserved_group,
+            DropReason::PauseStorm => &mut self.pause_storm,
         };
         *c += 1;
     }
@@ -90,6 +102,8 @@ impl DropCounters {
             + self.port_down
             + self.delay_line_full
             + self.control_full
+            + self.reserved_group
+            + self.pause_storm
     }
 }
 
@@ -136,6 +150,10 @@ pub struct PortCounters {
     pub rate_fb_tx: u64,
     /// MAC-control frames received that are neither PAUSE nor PFC (consumed, not forwarded).
     pub mac_control_other: u64,
+    /// LLDP frames received (consumed, never forwarded).
+    pub lldp_rx: u64,
+    /// Storms the PAUSE/PFC watchdog detected on this output (per priority).
+    pub pause_storms: u64,
     /// Drops attributed to this port.
     pub drops: DropCounters,
 }
@@ -177,6 +195,14 @@ pub struct PortStats {
     pub cn_remapped: u64,
     /// Frames sent without their CN-TAG (`edge`/`interior` port).
     pub cn_tag_stripped: u64,
+    /// LLDP frames received (consumed).
+    pub lldp_rx: u64,
+    /// Storms the PAUSE/PFC watchdog detected on this output (per priority).
+    pub pause_storms: u64,
+    /// Priorities of this output shut by the storm watchdog now (bit p = priority p).
+    pub storm_priorities: u8,
+    /// The CN TLV of the neighbour's last LLDPDU: its CNPV and Ready bits (`null`: none seen).
+    pub neighbour_cn: Option<NeighbourCn>,
     /// Drops by reason.
     pub drop_reasons: DropCounters,
     /// Priorities whose input buffer has XOFF asserted upstream (bit p = priority p).
@@ -185,6 +211,15 @@ pub struct PortStats {
     pub paused_by_peer: u8,
     /// Octets in flight on the delay line.
     pub in_flight_bytes: u64,
+}
+
+/// What a neighbour announced in the LLDP Congestion Notification TLV (802.1Q Annex D).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NeighbourCn {
+    /// Per-priority CNPV indicators (bit p: priority p).
+    pub cnpv: u8,
+    /// Per-priority Ready indicators (bit p: priority p).
+    pub ready: u8,
 }
 
 /// Input or output queue.
@@ -283,6 +318,21 @@ pub enum Event {
         priorities: u8,
         /// Largest pause time requested, in quanta (0 = resume).
         quanta: u16,
+    },
+    /// The storm watchdog shut (`on`) or restored priorities of an output its peer keeps
+    /// paused ([`crate::pause`]).
+    PauseStorm {
+        /// When (nanoseconds).
+        #[serde(serialize_with = "ser_instant")]
+        at: Instant,
+        /// Output port.
+        port: PortId,
+        /// Priorities (bit p = priority p).
+        priorities: u8,
+        /// Storm began (true) or ended.
+        on: bool,
+        /// Frames dropped from the queues when it began.
+        flushed: u64,
     },
     /// A congestion point sent a CNM (802.1Q-2011 32.8 / 33.4).
     Cnm {

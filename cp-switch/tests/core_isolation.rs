@@ -138,3 +138,97 @@ fn lossless_mode_keeps_the_shared_buffer() {
     assert!(h.bridge.input_queue_bytes(PortId(0), 3) >= 110_000);
     assert!(st.ports[0].pause_tx > 0);
 }
+
+/// PFC mode; h1 honours the XOFF it receives (skips its turn while p0 asserts it) and offers
+/// a 1000-octet frame every 10 us, every fifth a broadcast, for `secs`; h3 floods PFC XOFF
+/// for priority 0 every 10 ms for the first `storm` of it. Returns (turns, unicast delivered,
+/// the bridge's stats, events).
+fn pfc_storm_run(
+    watchdog: Duration,
+    secs: Duration,
+    storm: Duration,
+) -> (u64, u64, cp_switch::BridgeStats, Vec<cp_switch::Event>) {
+    let mut cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0").with_rate(Rate::from_gbps(1)),
+        PortConfig::new("p1").with_rate(Rate::from_gbps(1)),
+        PortConfig::new("p2").with_rate(Rate::from_gbps(1)),
+    ]);
+    cfg.lossless.mode = LosslessMode::Pfc;
+    cfg.lossless.watchdog = watchdog;
+    cfg.cp.placement = Placement::Off;
+    let mut h = Harness::new(cfg);
+    for k in 0..3u8 {
+        h.learn(k + 1, u16::from(k));
+    }
+    let start = h.now;
+    let (mut turns, mut n) = (0u64, 0u64);
+    let mut events = Vec::new();
+    let xoff = pfc_frame(mac(3), 0x01, [0xFFFF, 0, 0, 0, 0, 0, 0, 0]);
+    while h.now < start + secs {
+        if turns % 1000 == 0 && h.now < start + storm {
+            h.rx(2, &xoff);
+        }
+        turns += 1;
+        if h.bridge.stats().ports[0].pause_asserted == 0 {
+            h.rx(0, &frame(mac(2), mac(1), None, 1000));
+            n += 1;
+            if n % 5 == 0 {
+                h.rx(0, &frame([0xff; 6], mac(1), None, 1000));
+            }
+        }
+        let next = h.now + Duration::from_micros(10);
+        h.run_until(next);
+        // Keep the storm events (the log is bounded and drops fill it).
+        h.bridge.drain_events(&mut |e| {
+            if matches!(e, cp_switch::Event::PauseStorm { .. }) {
+                events.push(*e);
+            }
+        });
+    }
+    h.run_until(h.now + Duration::from_millis(50));
+    h.bridge.drain_events(&mut |e| events.push(*e));
+    (turns, delivered_to_h2(&h) as u64, h.bridge.stats(), events)
+}
+
+#[test]
+fn pfc_storm_watchdog_bounds_what_a_paused_port_costs() {
+    let secs = Duration::from_millis(1000);
+    let storm = Duration::from_millis(600);
+    // Without the watchdog: h1's buffer fills with copies for the paused p2, h1 is paused
+    // and stays so for the whole storm.
+    let (turns, got, st, _) = pfc_storm_run(Duration::ZERO, secs, storm);
+    println!("PFC, no watchdog: h1 -> h2 {got} of {turns} turns");
+    assert!(got < turns / 2, "{got}/{turns}");
+    assert_eq!(st.ports[2].pause_storms, 0);
+    // With the 100 ms watchdog h1 loses at most the detection time (10 000 turns of 10 us)
+    // plus the 2 % the broadcast copies cannot use while the queue refills, and the storm is
+    // counted, written as events and ends when the XOFFs stop.
+    let (turns, got, st, events) = pfc_storm_run(Duration::from_millis(100), secs, storm);
+    println!(
+        "PFC, watchdog 100 ms: h1 -> h2 {got} of {turns} turns; storm drops {}, storms {}",
+        st.ports[2].drop_reasons.pause_storm, st.ports[2].pause_storms
+    );
+    assert!(got + 10_000 + turns / 50 >= turns, "{got}/{turns}");
+    assert_eq!(st.ports[2].pause_storms, 1);
+    assert!(st.ports[2].drop_reasons.pause_storm > 0);
+    assert_eq!(st.ports[2].storm_priorities, 0, "restored after the storm");
+    assert_eq!(st.ports[0].pause_asserted, 0);
+    let storm_events: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            cp_switch::Event::PauseStorm {
+                port,
+                priorities,
+                on,
+                ..
+            } => Some((*port, *priorities, *on)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        storm_events,
+        vec![(PortId(2), 0x01, true), (PortId(2), 0x01, false)]
+    );
+    // After the storm broadcasts reach h3 again.
+    assert!(st.ports[2].tx_frames > 0);
+}
