@@ -623,6 +623,7 @@ impl Agent {
             CnmIgnored::Malformed => self.stats.cnm_malformed += 1,
             CnmIgnored::Unmatched => self.stats.cnm_unmatched += 1,
             CnmIgnored::Mode => self.stats.cnm_mode_ignored += 1,
+            CnmIgnored::UnknownCp => self.stats.cnm_unknown_cp += 1,
         }
         self.push_event(Event::CnmIgnored { at: now, reason });
     }
@@ -645,6 +646,10 @@ impl Agent {
         }
         if self.cfg.rp_mode.explicit_rate() {
             return self.ignore_cnm(now, CnmIgnored::Mode);
+        }
+        // Optional origin check (`cnm_bridges`): QCN itself authenticates nothing.
+        if !self.cfg.cnm_bridges.is_empty() && !self.cfg.cnm_bridges.contains(&repr.cpid.mac()) {
+            return self.ignore_cnm(now, CnmIgnored::UnknownCp);
         }
         let (dst, prio) = (repr.encap_dst, repr.encap_priority);
         // RPID: the CNM's own copied CN-TAG, or the one at the start of the encapsulated MSDU.

@@ -330,6 +330,14 @@ pub struct AgentConfig {
     /// Events kept for [`crate::Agent::drain_events`]; beyond it they are counted lost.
     /// Default 4096.
     pub event_capacity: usize,
+    /// Bridges whose congestion points this host believes: when not empty, a CNM is acted on
+    /// only if the MAC part of its CPID (the bridge's address, 802.1Q clause 33.4.5) is one of
+    /// these; others are counted `cnm_unknown_cp` and ignored. QCN has no authentication: by
+    /// default (empty) a CNM from any source MAC and CPID is acted on, and a forged one can
+    /// slow a flow down to `rpg_min_rate`. An operator who knows the bridges on the flows'
+    /// paths lists them here (e.g. `["02:00:00:00:00:00"]`, the switches' `mac`). At most 256.
+    #[serde(deserialize_with = "de_macs")]
+    pub cnm_bridges: Vec<EthernetAddress>,
 }
 
 impl Default for AgentConfig {
@@ -350,6 +358,7 @@ impl Default for AgentConfig {
             rp_mode: RpMode::Qcn,
             rp: RpParams::default(),
             event_capacity: 4096,
+            cnm_bridges: Vec::new(),
         }
     }
 }
@@ -381,6 +390,9 @@ impl AgentConfig {
 
     /// Checks every value; the first problem found is returned, naming its field.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cnm_bridges.len() > 256 {
+            return Err(ConfigError::new("cnm_bridges", "at most 256 bridges"));
+        }
         if self.line_rate == Rate::ZERO {
             return Err(ConfigError::new("line_rate", "must be positive"));
         }
@@ -519,6 +531,13 @@ impl AgentConfig {
         cfg.validate()?;
         Ok(cfg)
     }
+}
+
+fn de_macs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<EthernetAddress>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| EthernetAddress::from_str(s).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 fn de_opt_mac<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<EthernetAddress>, D::Error> {

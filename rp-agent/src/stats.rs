@@ -62,6 +62,8 @@ pub struct AgentStats {
     pub cnm_unmatched: u64,
     /// CNMs ignored because the reaction-point mode does not use them (`explicit-rate`).
     pub cnm_mode_ignored: u64,
+    /// CNMs ignored because their CPID names no bridge of `cnm_bridges` (when it is set).
+    pub cnm_unknown_cp: u64,
     /// QCN/BS entries displaced because a flow's table already held `rpg_bs_max_cps` entries.
     pub bs_cp_overflow: u64,
     /// PAUSE/PFC frames received.
@@ -170,6 +172,8 @@ pub enum CnmIgnored {
     Unmatched,
     /// The reaction-point mode does not use CNMs (`explicit-rate`).
     Mode,
+    /// The CPID names a bridge not listed in `cnm_bridges` (the check is on).
+    UnknownCp,
 }
 
 /// Something worth tracing.

@@ -28,8 +28,11 @@ mod switch_ctl;
 #[allow(dead_code, unused_imports)]
 mod agent_ctl;
 
+/// The body of a target.
+pub type Body = fn(&[u8]);
+
 /// Every target: its name (the corpus directory and the cargo-fuzz binary) and its body.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Body)] = &[
     ("ethernet", ethernet),
     ("vlan", vlan),
     ("cn_tag", cn_tag),
