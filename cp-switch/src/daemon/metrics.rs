@@ -16,7 +16,7 @@
 //! | `cpswitch_port_{rx,tx}_{frames,bytes}_total`, `_flooded_frames_total`, `_pause_{tx,rx}_frames_total`, `_cnms_sent_total`, ... | counter | `port` |
 //! | `cpswitch_port_drops_total` | counter | `port`, `reason` (the `drop_reasons` keys) |
 //! | `cpswitch_port_up`, `_rate_bytes_per_second`, `_delay_seconds`, `_in_flight_bytes` | gauge | `port` |
-//! | `cpswitch_port_pause_asserted`, `_paused_by_peer` | gauge (0/1) | `port`, `priority` |
+//! | `cpswitch_port_pause_asserted`, `_paused_by_peer`, `_pause_storm`, `_neighbour_cn_ready` | gauge (0/1) | `port`, `priority` |
 //! | `cpswitch_queue_bytes`, `_capacity_bytes`, `_frames`, `_peak_bytes` | gauge | `port`, `priority`, `kind` |
 //! | `cpswitch_queue_{enqueued,dequeued}_frames_total`, `_enqueued_bytes_total`, `_drops_total` | counter | same |
 //! | `cpswitch_cp_samples_total`, `_cnms_sent_total`, `_culprits_total`, ... | counter | `cp`, `port`, `priority`, `placement` |
@@ -124,6 +124,8 @@ pub const PORT: &[Field] = &[
     c("flooded", "flooded_frames_total", "Frames received whose destination was flooded."),
     c("cn_remapped", "cn_remapped_frames_total", "Frames received with a CNPV priority on an edge port and queued at the alternate priority (CND defence)."),
     c("cn_tag_stripped", "cn_tag_stripped_frames_total", "Frames sent without the CN-TAG they were received with."),
+    c("lldp_rx", "lldp_rx_frames_total", "LLDP frames received (consumed, never relayed)."),
+    c("pause_storms", "pause_storms_total", "PAUSE/PFC storms the watchdog detected on this output (per priority)."),
     g("in_flight_bytes", "in_flight_bytes", "Octets on the emulated propagation delay line."),
 ];
 
@@ -389,6 +391,23 @@ pub fn render(stats: &Value) -> Result<String, String> {
         );
         bitmask(
             &mut e,
+            "cpswitch_port_pause_storm",
+            "1 when the storm watchdog has shut this priority of the port's output.",
+            &port,
+            row["storm_priorities"].as_u64().unwrap_or(0),
+        );
+        if let Some(n) = row["neighbour_cn"].as_object() {
+            bitmask(
+                &mut e,
+                "cpswitch_port_neighbour_cn_ready",
+                "1 when the neighbour's last LLDP CN TLV declares this priority a ready CNPV.",
+                &port,
+                n.get("cnpv").and_then(Value::as_u64).unwrap_or(0)
+                    & n.get("ready").and_then(Value::as_u64).unwrap_or(0),
+            );
+        }
+        bitmask(
+            &mut e,
             "cpswitch_port_paused_by_peer",
             "1 when this priority of the port's output is stopped by a received PAUSE/PFC.",
             &port,
@@ -617,6 +636,8 @@ mod tests {
                             | "drop_reasons"
                             | "pause_asserted"
                             | "paused_by_peer"
+                            | "storm_priorities"
+                            | "neighbour_cn"
                             | "name"
                     ) | ("queues", "port" | "priority" | "kind")
                         | (
