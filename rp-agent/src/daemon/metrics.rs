@@ -102,6 +102,7 @@ pub const AGENT: &[Field] = &[
     ("cnm_malformed", "rpagent_cnms_ignored_total", Some("malformed"), true, CNM_IGNORED),
     ("cnm_unmatched", "rpagent_cnms_ignored_total", Some("unmatched"), true, CNM_IGNORED),
     ("cnm_mode_ignored", "rpagent_cnms_ignored_total", Some("mode"), true, CNM_IGNORED),
+    ("cnm_unknown_cp", "rpagent_cnms_ignored_total", Some("unknown_cp"), true, CNM_IGNORED),
     ("bs_cp_overflow", "rpagent_bs_cp_overflow_total", None, true, "QCN/BS entries displaced because a flow already held rpg_bs_max_cps entries."),
     ("pause_rx", "rpagent_pause_rx_frames_total", None, true, "PAUSE/PFC frames received."),
     ("mac_control_unknown", "rpagent_mac_control_unknown_frames_total", None, true, "MAC Control frames with an unknown opcode."),
