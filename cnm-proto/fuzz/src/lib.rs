@@ -260,7 +260,7 @@ pub fn bridge(data: &[u8]) {
 /// as the sockets read them, and the `set cp` / `set rp` operands applied to the default
 /// settings and to a bridge: every line is a command or an error message, never a panic.
 pub fn ctl_command(data: &[u8]) {
-    use cnm_proto::phy::ctl::overrides_table;
+    use daemon_kit::ctl::overrides_table;
     let text = String::from_utf8_lossy(data);
     let mut bridge: Option<cp_switch::Bridge> = None;
     for line in text.lines().take(16) {
