@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use super::{Setup, RUN_ENV};
+use super::setup::{Setup, RUN_ENV};
 use crate::netns::Child;
 use crate::scenario::graph::End;
 use crate::signals;

@@ -22,45 +22,9 @@ use cnm_proto::Duration;
 use serde_json::Value;
 
 use super::config::{agent_config_at, switch_config, uplink_rate};
-use super::{Setup, RUN_ENV};
+use super::setup::{Setup, RUN_ENV};
 use crate::netns::Child;
 use crate::signals;
-
-/// The daemons' binaries.
-#[derive(Debug, Clone)]
-pub struct Bins {
-    /// `cp-switch`.
-    pub cp_switch: PathBuf,
-    /// `rp-agent`.
-    pub rp_agent: PathBuf,
-}
-
-impl Bins {
-    /// Looks in `dir`, else `$TESTBED_BIN_DIR`, else next to this program (for a test binary in
-    /// `target/*/deps`, the directory above).
-    pub fn find(dir: Option<&Path>) -> anyhow::Result<Bins> {
-        let dir = match dir {
-            Some(d) => d.to_path_buf(),
-            None => match std::env::var_os("TESTBED_BIN_DIR") {
-                Some(d) => PathBuf::from(d),
-                None => crate::bins::dir(),
-            },
-        };
-        let b = Bins {
-            cp_switch: dir.join("cp-switch"),
-            rp_agent: dir.join("rp-agent"),
-        };
-        for p in [&b.cp_switch, &b.rp_agent] {
-            if !p.exists() {
-                bail!(
-                    "{} is not built (cargo build --workspace, or --bin-dir DIR)",
-                    p.display()
-                );
-            }
-        }
-        Ok(b)
-    }
-}
 
 /// Removes the run's socket directory on drop.
 #[derive(Debug)]

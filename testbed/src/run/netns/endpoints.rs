@@ -17,7 +17,7 @@ use rp_agent::gen::Pattern;
 
 use super::config::{agent_config_at, scaled_pattern, uplink_rate};
 use super::daemons::{wait_ready, NotReady};
-use super::{Setup, RUN_ENV};
+use super::setup::{Setup, RUN_ENV};
 use crate::netns::{Child, Namespace};
 use crate::run::{incast, iperf};
 use crate::sim::topo::FlowKind;

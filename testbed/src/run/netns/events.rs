@@ -98,19 +98,6 @@ pub fn word(v: &toml::Value) -> String {
     }
 }
 
-/// The flow name used for files and sockets (`name`, or `fN`).
-fn flow_name(sc: &Scenario, i: usize) -> String {
-    sc.topo.flow[i]
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("f{i}"))
-}
-
-/// The control socket of flow `i`'s generator in `dir`.
-pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
-    dir.join(format!("gen-{}.sock", flow_name(sc, i)))
-}
-
 /// The scaled command words of a switch event: the keys of `set` as the switch's
 /// configuration file would carry them had the scenario's `[cp]` table held them.
 fn switch_words(

@@ -50,13 +50,13 @@ pub mod endpoints;
 pub mod events;
 pub mod lab;
 pub mod probe;
+pub mod setup;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use anyhow::{bail, Context};
-use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Rate};
 use serde_json::Value;
 
@@ -64,88 +64,15 @@ use super::progress::Progress;
 use super::world::{Action, Cadence, Scaling, Timed, World};
 use super::RunOptions;
 use crate::analysis::{FlowSeries, RunData};
-use crate::netns::{Child, Lab, Namespace};
+use crate::netns::{Child, Lab};
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
 use crate::signals;
 use crate::sim::topo::{DirSpec, EventKind, FlowKind};
-use daemons::{ctl, tail, Bins, SinkProc, StackHost, SwitchProc, TempDir};
+use daemons::{ctl, tail, SinkProc, StackHost, SwitchProc, TempDir};
 use endpoints::{ClientProc, GenProc};
 use events::ParamEvents;
-
-/// Environment variable set on every process a run starts, to the run's lab prefix (tests
-/// and `ps e` find a run's processes by it).
-pub const RUN_ENV: &str = "TESTBED_RUN";
-
-/// What every part of the lab reads: the scenario, its graph and scaling, where things go.
-#[derive(Debug)]
-pub struct Setup {
-    /// The scenario.
-    pub sc: Scenario,
-    /// Its graph.
-    pub graph: Graph,
-    /// Its netns scaling.
-    pub k: Scaling,
-    /// The run's seed.
-    pub seed: u64,
-    /// The results directory.
-    pub dir: PathBuf,
-    /// `dir/logs`.
-    pub logs: PathBuf,
-    /// The daemons.
-    pub bins: Bins,
-    /// This program (incast endpoints), empty without incasts.
-    pub testbed_exe: PathBuf,
-    /// The lab's prefix ([`RUN_ENV`]).
-    pub prefix: String,
-    /// The control sockets' directory.
-    pub sock_dir: PathBuf,
-    /// Namespaces by node.
-    pub ns: BTreeMap<String, Namespace>,
-    /// The hosts' MACs.
-    pub macs: BTreeMap<String, EthernetAddress>,
-    /// Each flow's kind.
-    pub kinds: Vec<FlowKind>,
-    /// The run's length (seconds of the schedule).
-    pub span: f64,
-    /// The sinks' and generators' report interval (`--interval`).
-    pub interval_arg: String,
-    /// iperf3's report interval (`-i`, at least 0.1 s).
-    pub iperf_interval: String,
-    /// The schedule's start.
-    pub t0: StdInstant,
-}
-
-impl Setup {
-    /// Flow `i`'s name (`name`, or `fN`).
-    pub fn flow_name(&self, i: usize) -> String {
-        self.sc.topo.flow[i]
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("f{i}"))
-    }
-
-    /// Seconds since the schedule started.
-    pub fn elapsed(&self) -> f64 {
-        self.t0.elapsed().as_secs_f64()
-    }
-
-    /// The bottleneck link's index.
-    pub fn bottleneck_link(&self) -> Option<usize> {
-        self.sc.bottleneck().and_then(|b| self.graph.link_index(&b))
-    }
-
-    /// The control socket of flow `f`'s reaction points: its generator's, or for a tcp/udp
-    /// flow its source's TAP agent.
-    pub fn flow_ctl(&self, f: usize) -> PathBuf {
-        if self.kinds.get(f).is_some_and(FlowKind::is_ip) {
-            self.sock_dir
-                .join(format!("agent-{}.ctl", self.sc.topo.flow[f].src))
-        } else {
-            events::gen_ctl(&self.sock_dir, &self.sc, f)
-        }
-    }
-}
+pub use setup::{Bins, Setup, RUN_ENV};
 
 /// The lab as a [`World`]. Field order is drop order: processes first, then the socket
 /// directory, the lab (namespaces) last.

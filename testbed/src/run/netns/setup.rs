@@ -1,0 +1,139 @@
+//! What every part of a netns run reads ([`Setup`]): the scenario, its graph and scaling,
+//! the namespaces, where files and sockets go; the daemons' binaries ([`Bins`]); the names of
+//! the generators' control sockets. It imports no other part of the lab.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant as StdInstant;
+
+use anyhow::bail;
+use cnm_proto::wire::EthernetAddress;
+
+use super::super::world::Scaling;
+use crate::netns::Namespace;
+use crate::scenario::graph::Graph;
+use crate::scenario::Scenario;
+use crate::sim::topo::FlowKind;
+
+/// Environment variable set on every process a run starts, to the run's lab prefix (tests
+/// and `ps e` find a run's processes by it).
+pub const RUN_ENV: &str = "TESTBED_RUN";
+
+/// What every part of the lab reads: the scenario, its graph and scaling, where things go.
+#[derive(Debug)]
+pub struct Setup {
+    /// The scenario.
+    pub sc: Scenario,
+    /// Its graph.
+    pub graph: Graph,
+    /// Its netns scaling.
+    pub k: Scaling,
+    /// The run's seed.
+    pub seed: u64,
+    /// The results directory.
+    pub dir: PathBuf,
+    /// `dir/logs`.
+    pub logs: PathBuf,
+    /// The daemons.
+    pub bins: Bins,
+    /// This program (incast endpoints), empty without incasts.
+    pub testbed_exe: PathBuf,
+    /// The lab's prefix ([`RUN_ENV`]).
+    pub prefix: String,
+    /// The control sockets' directory.
+    pub sock_dir: PathBuf,
+    /// Namespaces by node.
+    pub ns: BTreeMap<String, Namespace>,
+    /// The hosts' MACs.
+    pub macs: BTreeMap<String, EthernetAddress>,
+    /// Each flow's kind.
+    pub kinds: Vec<FlowKind>,
+    /// The run's length (seconds of the schedule).
+    pub span: f64,
+    /// The sinks' and generators' report interval (`--interval`).
+    pub interval_arg: String,
+    /// iperf3's report interval (`-i`, at least 0.1 s).
+    pub iperf_interval: String,
+    /// The schedule's start.
+    pub t0: StdInstant,
+}
+
+impl Setup {
+    /// Flow `i`'s name (`name`, or `fN`).
+    pub fn flow_name(&self, i: usize) -> String {
+        self.sc.topo.flow[i]
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("f{i}"))
+    }
+
+    /// Seconds since the schedule started.
+    pub fn elapsed(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// The bottleneck link's index.
+    pub fn bottleneck_link(&self) -> Option<usize> {
+        self.sc.bottleneck().and_then(|b| self.graph.link_index(&b))
+    }
+
+    /// The control socket of flow `f`'s reaction points: its generator's, or for a tcp/udp
+    /// flow its source's TAP agent.
+    pub fn flow_ctl(&self, f: usize) -> PathBuf {
+        if self.kinds.get(f).is_some_and(FlowKind::is_ip) {
+            self.sock_dir
+                .join(format!("agent-{}.ctl", self.sc.topo.flow[f].src))
+        } else {
+            gen_ctl(&self.sock_dir, &self.sc, f)
+        }
+    }
+}
+
+/// The daemons' binaries.
+#[derive(Debug, Clone)]
+pub struct Bins {
+    /// `cp-switch`.
+    pub cp_switch: PathBuf,
+    /// `rp-agent`.
+    pub rp_agent: PathBuf,
+}
+
+impl Bins {
+    /// Looks in `dir`, else `$TESTBED_BIN_DIR`, else next to this program (for a test binary in
+    /// `target/*/deps`, the directory above).
+    pub fn find(dir: Option<&Path>) -> anyhow::Result<Bins> {
+        let dir = match dir {
+            Some(d) => d.to_path_buf(),
+            None => match std::env::var_os("TESTBED_BIN_DIR") {
+                Some(d) => PathBuf::from(d),
+                None => crate::bins::dir(),
+            },
+        };
+        let b = Bins {
+            cp_switch: dir.join("cp-switch"),
+            rp_agent: dir.join("rp-agent"),
+        };
+        for p in [&b.cp_switch, &b.rp_agent] {
+            if !p.exists() {
+                bail!(
+                    "{} is not built (cargo build --workspace, or --bin-dir DIR)",
+                    p.display()
+                );
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// The flow name used for files and sockets (`name`, or `fN`).
+fn flow_name(sc: &Scenario, i: usize) -> String {
+    sc.topo.flow[i]
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("f{i}"))
+}
+
+/// The control socket of flow `i`'s generator in `dir`.
+pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
+    dir.join(format!("gen-{}.sock", flow_name(sc, i)))
+}
