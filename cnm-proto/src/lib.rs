@@ -11,12 +11,15 @@
 //!   there ([`line::LineClock`], [`line::Overheads`]), shared by the switch's shaper, the
 //!   agent's pacers and the simulator's links.
 //! * [`rng`] — the seeded generator every core takes as input.
+//! * [`scale`] — [`Scale`]: the time scaling of rates and times (rates ÷ S, times × S).
 #![deny(unsafe_code)]
 
 pub mod line;
 pub mod phy;
 pub mod rng;
+pub mod scale;
 pub mod time;
 pub mod wire;
 
+pub use scale::Scale;
 pub use time::{Bytes, Duration, Instant, Rate};

@@ -44,7 +44,7 @@
 //! # Run-time changes
 //! Link parameters change through [`Bridge::set_port_rate`], [`Bridge::set_port_delay`] and
 //! [`Bridge::set_port_up`]; the congestion points' settings through
-//! [`Bridge::set_cp_config`] / [`Bridge::apply_cp_overrides`] (scaling parameters in place,
+//! [`Bridge::set_cp_config`] / [`Bridge::apply_cp_patch`] (scaling parameters in place,
 //! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
 //!
 //! # Cost
@@ -57,7 +57,9 @@ use crate::config::{
     NUM_PRIORITIES,
 };
 use crate::cp::flows::HDR_LEN;
-use crate::cp::{Arrival, CongestionPoint, CpConfig, CpStats, Feedback, Placement, NO_FLOW};
+use crate::cp::{
+    Arrival, CongestionPoint, CpConfig, CpPatch, CpStats, Feedback, Placement, NO_FLOW,
+};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, is_reserved_group, Classified, Decision};
@@ -380,8 +382,7 @@ impl Bridge {
     /// their departure is then accounted against the new table, saturating at zero, which
     /// only blurs occupancy culprits until those frames have left.
     pub fn set_cp_config(&mut self, cfg: CpConfig) -> Result<CpChange, ConfigError> {
-        cfg.validate()
-            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        cfg.validate().map_err(|e| e.within("cp"))?;
         if self.has_edge && cfg.cnpv_mask() != self.cp_cfg.cnpv_mask() {
             // Edge ports remap CNPV priorities (802.1Q-2011 32.4.4) by a table built at start.
             return Err(ConfigError::new(
@@ -426,13 +427,11 @@ impl Bridge {
         Ok(change)
     }
 
-    /// [`Bridge::set_cp_config`] with `KEY = VALUE` overrides of the settings in force
-    /// (`[cp]` names, [`CpConfig::with_overrides`]).
-    pub fn apply_cp_overrides(&mut self, set: &toml::Table) -> Result<CpChange, ConfigError> {
-        let cfg = self
-            .cp_cfg
-            .with_overrides(set)
-            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+    /// [`Bridge::set_cp_config`] with `patch` applied to the settings in force
+    /// ([`CpConfig::apply`]); errors name the field under `cp.`.
+    pub fn apply_cp_patch(&mut self, patch: &CpPatch) -> Result<CpChange, ConfigError> {
+        let mut cfg = self.cp_cfg.clone();
+        cfg.apply(patch);
         self.set_cp_config(cfg)
     }
 

@@ -9,8 +9,9 @@
 
 use crate::cp::CpConfig;
 use cnm_proto::wire::EthernetAddress;
+use cnm_proto::Scale;
 use cnm_proto::{Bytes, Duration, Rate};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
 /// Number of priorities (IEEE 802.1Q-2018 clause 6.9.3: the 3-bit PCP gives 8 priorities).
@@ -21,8 +22,33 @@ pub const NUM_PRIORITIES: usize = 8;
 /// `ports² × 8`, so the bound is kept well below that limit.
 pub const MAX_PORTS: usize = 256;
 
+/// Largest `fdb.max_entries`: 2^24 entries. The table is reserved up front (about 54 octets an
+/// entry with the hash table's slack), so this bound keeps it under 1 GiB, within what a
+/// 24 GiB machine holds beside the rest of the bridge.
+pub const MAX_FDB_ENTRIES: usize = 1 << 24;
+
+/// Largest `event_capacity`: 2^20 events (the log is reserved up front, tens of MB at most).
+pub const MAX_EVENT_CAPACITY: usize = 1 << 20;
+
+/// Largest `buffers.control_frames` per port: 2^16 (a port's control queue is reserved up
+/// front; PAUSE/PFC and CNMs are small and leave ahead of data, so a deep queue buys nothing).
+pub const MAX_CONTROL_FRAMES: usize = 1 << 16;
+
+/// Largest single buffer (`buffers.input`, `buffers.output`, `buffers.delay_line`): 1 GiB.
+pub const MAX_BUFFER: Bytes = Bytes::new(1 << 30);
+
+/// Largest total the buffers of one bridge may hold when every queue is full:
+/// ports × 8 × (input + output) + ports × delay_line ≤ 16 GiB, what a 24 GiB machine can hold
+/// beside the rest of the process.
+pub const MAX_BUFFER_TOTAL: Bytes = Bytes::new(16 << 30);
+
+/// Largest rate of a port, of `lossless.nominal_rate` and of the explicit-rate floor:
+/// 10 Tb/s, above every Ethernet rate (802.3 defines up to 800 Gb/s), and low enough that
+/// rate × time products in nanoseconds stay far from overflow.
+pub const MAX_RATE: Rate = Rate::from_bps(10_000_000_000_000);
+
 /// The whole configuration of one bridge.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BridgeConfig {
     /// The ports, in order: port `i` of the configuration is `PortId(i)`.
@@ -80,7 +106,7 @@ impl Default for BridgeConfig {
 }
 
 /// One port.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortConfig {
     /// Name (the interface name in the daemon).
@@ -182,7 +208,7 @@ impl PortConfig {
 }
 
 /// Filtering database (802.1Q-2018 clause 8.8).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FdbConfig {
     /// Ageing time of learned entries (802.1Q-2018 clause 8.8.3, default 300 s).
@@ -204,7 +230,7 @@ impl Default for FdbConfig {
 }
 
 /// A static FDB entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StaticEntry {
     /// Station address.
@@ -218,7 +244,7 @@ pub struct StaticEntry {
 }
 
 /// Buffer sizes.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BufferConfig {
     /// Shared input buffer per (input port, priority), holding that input's VOQs.
@@ -283,7 +309,7 @@ pub enum LosslessMode {
 }
 
 /// PAUSE / PFC generation and reception.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LosslessConfig {
     /// Mode. Default drop-tail.
@@ -321,7 +347,7 @@ impl Default for LosslessConfig {
 
 /// Transmission selection among the 8 priority queues of one output port
 /// (802.1Q-2018 clause 8.6.8).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SchedulerConfig {
     /// Algorithm.
@@ -353,7 +379,7 @@ pub enum PriorityPolicy {
 }
 
 /// Line-rate emulation.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShaperConfig {
     /// Count 20 octets per frame for preamble, SFD and inter-frame gap
@@ -396,6 +422,88 @@ impl ConfigError {
         ConfigError {
             field: field.into(),
             reason: reason.into(),
+        }
+    }
+
+    /// The same error with its field under `section` (`cp` + `cnpv[0]` → `cp.cnpv[0]`).
+    pub fn within(self, section: &str) -> Self {
+        ConfigError {
+            field: format!("{section}.{}", self.field),
+            reason: self.reason,
+        }
+    }
+}
+
+/// Time scaling ([`cnm_proto::scale`]): the ports' rates and delays, the ageing time, the
+/// nominal rate that converts PAUSE quanta to time (so a quantum of 512 bit times lasts S times
+/// longer), the shaper's catch-up and the congestion points' rates and times. Octets, counts,
+/// priorities and the scheduler's weights are unchanged.
+impl Scale for BridgeConfig {
+    fn scale(&self, s: f64) -> Self {
+        let BridgeConfig {
+            ports,
+            default_priority,
+            pvid,
+            mac,
+            fdb,
+            buffers,
+            lossless,
+            scheduler,
+            shaper,
+            max_frame,
+            event_capacity,
+            cp,
+        } = self;
+        BridgeConfig {
+            ports: ports.scale(s),
+            default_priority: *default_priority,
+            pvid: *pvid,
+            mac: *mac,
+            fdb: fdb.scale(s),
+            buffers: buffers.clone(),
+            lossless: lossless.scale(s),
+            scheduler: scheduler.clone(),
+            shaper: shaper.scale(s),
+            max_frame: *max_frame,
+            event_capacity: *event_capacity,
+            cp: cp.scale(s),
+        }
+    }
+}
+
+impl Scale for PortConfig {
+    fn scale(&self, s: f64) -> Self {
+        PortConfig {
+            rate: self.rate.scale(s),
+            delay: self.delay.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+impl Scale for FdbConfig {
+    fn scale(&self, s: f64) -> Self {
+        FdbConfig {
+            ageing: self.ageing.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+impl Scale for LosslessConfig {
+    fn scale(&self, s: f64) -> Self {
+        LosslessConfig {
+            nominal_rate: self.nominal_rate.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+impl Scale for ShaperConfig {
+    fn scale(&self, s: f64) -> Self {
+        ShaperConfig {
+            catch_up: self.catch_up.scale(s),
+            ..self.clone()
         }
     }
 }
@@ -555,12 +663,83 @@ impl BridgeConfig {
                 "every weight must be at least 1",
             ));
         }
-        if self.event_capacity == 0 {
-            return Err(ConfigError::new("event_capacity", "must be at least 1"));
+        if self.event_capacity == 0 || self.event_capacity > MAX_EVENT_CAPACITY {
+            return Err(ConfigError::new(
+                "event_capacity",
+                format!("{} is not in 1..={MAX_EVENT_CAPACITY}", self.event_capacity),
+            ));
         }
-        self.cp
-            .validate()
-            .map_err(|(f, r)| ConfigError::new(format!("cp.{f}"), r))?;
+        self.validate_bounds()?;
+        self.cp.validate().map_err(|e| e.within("cp"))?;
+        Ok(())
+    }
+}
+
+impl BridgeConfig {
+    /// The size and rate bounds (what one machine can hold): the FDB, the control queues, each
+    /// buffer and their total, every rate.
+    fn validate_bounds(&self) -> Result<(), ConfigError> {
+        if self.fdb.max_entries > MAX_FDB_ENTRIES {
+            return Err(ConfigError::new(
+                "fdb.max_entries",
+                format!("{} is above {MAX_FDB_ENTRIES}", self.fdb.max_entries),
+            ));
+        }
+        if self.buffers.control_frames > MAX_CONTROL_FRAMES {
+            return Err(ConfigError::new(
+                "buffers.control_frames",
+                format!(
+                    "{} is above {MAX_CONTROL_FRAMES}",
+                    self.buffers.control_frames
+                ),
+            ));
+        }
+        let b = &self.buffers;
+        for (field, v) in [
+            ("buffers.input", b.input),
+            ("buffers.output", b.output),
+            ("buffers.delay_line", b.delay_line),
+        ] {
+            if v > MAX_BUFFER {
+                return Err(ConfigError::new(
+                    field,
+                    format!("{v} is above {MAX_BUFFER} (1 GiB)"),
+                ));
+            }
+        }
+        let n = self.ports.len() as u64;
+        let total =
+            n * NUM_PRIORITIES as u64 * (b.input.get() + b.output.get()) + n * b.delay_line.get();
+        if total > MAX_BUFFER_TOTAL.get() {
+            return Err(ConfigError::new(
+                "buffers",
+                format!(
+                    "{n} ports × 8 priorities × (input + output) + {n} × delay_line = {} is \
+                     above {MAX_BUFFER_TOTAL} (16 GiB)",
+                    Bytes::new(total)
+                ),
+            ));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.rate.is_some_and(|r| r > MAX_RATE) {
+                return Err(ConfigError::new(
+                    format!("ports[{i}].rate"),
+                    format!("above {MAX_RATE}"),
+                ));
+            }
+        }
+        if self.lossless.nominal_rate > MAX_RATE {
+            return Err(ConfigError::new(
+                "lossless.nominal_rate",
+                format!("above {MAX_RATE}"),
+            ));
+        }
+        if self.cp.er_min_rate.is_some_and(|r| r > MAX_RATE) {
+            return Err(ConfigError::new(
+                "cp.er_min_rate",
+                format!("above {MAX_RATE}"),
+            ));
+        }
         Ok(())
     }
 }

@@ -30,7 +30,7 @@ pub mod voq;
 
 pub use bridge::{Bridge, CpChange};
 pub use config::{BridgeConfig, ConfigError, LosslessMode, PortConfig};
-pub use cp::{CpConfig, CpMode, CpStats, Culprit, Placement};
+pub use cp::{CpConfig, CpMode, CpPatch, CpStats, Culprit, Placement};
 pub use fdb::FdbEntryView;
 pub use stats::{BridgeStats, DropReason, Event};
 

@@ -10,7 +10,9 @@ use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Instant, Rate};
 use core_support::*;
 use cp_switch::config::StaticEntry;
-use cp_switch::{Bridge, BridgeConfig, CpChange, CpMode, Placement, PortConfig, PortId};
+use cp_switch::{
+    Bridge, BridgeConfig, ConfigError, CpChange, CpMode, CpPatch, Placement, PortConfig, PortId,
+};
 
 /// h1 on p0 sends to h3 behind p1 (100 Mb/s); output CPs on priority 3, sampled every 10 KB,
 /// Qeq so large that no queue is ever above it.
@@ -51,8 +53,12 @@ fn samples(b: &Bridge) -> u64 {
     b.cp_stats().iter().map(|c| c.samples).sum()
 }
 
-fn toml_set(text: &str) -> toml::Table {
-    toml::from_str(text).unwrap()
+/// `ctl set cp` as the daemon reads it: `KEY=VALUE` operands → [`CpPatch`] (a key the patch
+/// refuses is named `cp.KEY`) → [`Bridge::apply_cp_patch`].
+fn set(b: &mut Bridge, operands: &[&str]) -> Result<CpChange, ConfigError> {
+    let patch = daemon_kit::patch::parse_pairs::<CpPatch, _>(operands)
+        .map_err(|e| CpPatch::key_error(&e.key, e.reason))?;
+    b.apply_cp_patch(&patch)
 }
 
 #[test]
@@ -62,9 +68,7 @@ fn a_lower_set_point_takes_effect_at_the_next_sample() {
     let n = samples(&b);
     assert!(n >= 2, "{n}");
     assert_eq!(cnms(&b), 0, "Q far below Qeq: Fb > 0");
-    let change = b
-        .apply_cp_overrides(&toml_set(r#"cp_queue_set_point = "5KB""#))
-        .unwrap();
+    let change = set(&mut b, &["cp_queue_set_point=5KB"]).unwrap();
     assert_eq!(change, CpChange::InPlace);
     assert!(b.cp_stats().iter().all(|c| c.qeq == 5_000));
     assert_eq!(samples(&b), n, "state kept");
@@ -76,11 +80,7 @@ fn a_lower_set_point_takes_effect_at_the_next_sample() {
 #[test]
 fn weight_and_sample_base_change_in_place() {
     let mut b = bridge();
-    b.apply_cp_overrides(&toml_set(
-        r#"cp_feedback_weight = 8
-           cp_min_sample_base = "3KB""#,
-    ))
-    .unwrap();
+    set(&mut b, &["cp_feedback_weight=8", "cp_min_sample_base=3KB"]).unwrap();
     for st in b.cp_stats() {
         assert_eq!((st.weight, st.sample_base), (8, 3_000));
         assert!(st.next_sample_in <= 3_000, "{}", st.next_sample_in);
@@ -93,24 +93,19 @@ fn structural_changes_rebuild_and_keep_counters() {
     let t = send(&mut b, Instant::from_nanos(1), 40);
     let n = samples(&b);
     assert!(n > 0);
-    let change = b.apply_cp_overrides(&toml_set(r#"mode = "fqcn""#)).unwrap();
+    let change = set(&mut b, &["mode=fqcn"]).unwrap();
     assert_eq!(change, CpChange::Rebuilt);
     assert!(b.cp_stats().iter().all(|c| c.mode == CpMode::Fqcn));
     assert_eq!(samples(&b), n, "same CPIDs keep their counters");
     send(&mut b, t, 10);
     // Input placement: other CPIDs, fresh counters; CNPVs 3 and 5: two CPs per port.
-    b.apply_cp_overrides(&toml_set(
-        r#"placement = "input"
-           cnpv = [3, 5]"#,
-    ))
-    .unwrap();
+    set(&mut b, &["placement=input", "cnpv=[3,5]"]).unwrap();
     let st = b.cp_stats();
     assert_eq!(st.len(), 4);
     assert!(st
         .iter()
         .all(|c| c.placement == Placement::Input && c.samples == 0));
-    b.apply_cp_overrides(&toml_set(r#"placement = "off""#))
-        .unwrap();
+    set(&mut b, &["placement=off"]).unwrap();
     assert!(b.cp_stats().is_empty());
 }
 
@@ -118,25 +113,19 @@ fn structural_changes_rebuild_and_keep_counters() {
 fn refused_changes_name_the_field_and_change_nothing() {
     let mut b = bridge();
     let before = b.cp_config().clone();
-    for (set, field) in [
-        ("cp_feedback_weight = 3", "cp.cp_feedback_weight"),
-        ("bogus = 1", "cp.bogus"),
-        ("cp_queue_set_point = \"lots\"", "cp.cp_queue_set_point"),
-        ("mode = \"fast\"", "cp.mode"),
-        ("cnpv = [9]", "cp.cnpv[0]"),
-        (
-            "mode = \"fqcn\"\nculprit = \"occupancy-random\"",
-            "cp.culprit",
-        ),
+    for (ops, field) in [
+        (&["cp_feedback_weight=3"][..], "cp.cp_feedback_weight"),
+        (&["bogus=1"], "cp.bogus"),
+        (&["cp_queue_set_point=lots"], "cp.cp_queue_set_point"),
+        (&["mode=fast"], "cp.mode"),
+        (&["cnpv=[9]"], "cp.cnpv[0]"),
+        (&["mode=fqcn", "culprit=occupancy-random"], "cp.culprit"),
     ] {
-        let e = b.apply_cp_overrides(&toml_set(set)).unwrap_err();
-        assert_eq!(e.field, field, "{set}: {e}");
+        let e = set(&mut b, ops).unwrap_err();
+        assert_eq!(e.field, field, "{ops:?}: {e}");
         assert_eq!(b.cp_config(), &before);
     }
-    let e = b
-        .apply_cp_overrides(&toml_set("bogus = 1"))
-        .unwrap_err()
-        .to_string();
+    let e = set(&mut b, &["bogus=1"]).unwrap_err().to_string();
     assert!(
         e.contains("bogus") && e.contains("cp_queue_set_point"),
         "{e}"
@@ -161,10 +150,8 @@ fn rebuilds_respect_cnd_defence() {
             .collect::<Vec<_>>()
     };
     assert_eq!(ports(&b), ["p0", "p2"]);
-    b.apply_cp_overrides(&toml_set("mode = \"fqcn\"")).unwrap();
+    set(&mut b, &["mode=fqcn"]).unwrap();
     assert_eq!(ports(&b), ["p0", "p2"], "a disabled port stays without CPs");
-    let e = b
-        .apply_cp_overrides(&toml_set("cnpv = [3, 5]"))
-        .unwrap_err();
+    let e = set(&mut b, &["cnpv=[3,5]"]).unwrap_err();
     assert_eq!(e.field, "cp.cnpv", "{e}");
 }

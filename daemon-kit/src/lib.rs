@@ -12,7 +12,8 @@
 //! * [`offload`] — turning an interface's offloads off before a port opens;
 //! * [`process`] — signals, `--die-with-parent`, standard output that survives a closed pipe;
 //! * [`reopen`] — a port-reopening thread, so a port's loss and return never stall the
-//!   dataplane thread.
+//!   dataplane thread;
+//! * [`patch`] — run-time parameter changes: `KEY=VALUE` operands → a typed patch.
 
 #![forbid(unsafe_code)]
 
@@ -21,6 +22,7 @@ pub mod error;
 pub mod exposition;
 pub mod metrics_http;
 pub mod offload;
+pub mod patch;
 pub mod process;
 pub mod reopen;
 pub mod trace_writer;

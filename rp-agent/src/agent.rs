@@ -13,13 +13,13 @@
 //! ```
 //!
 //! The reaction-point settings can change while the agent runs ([`Agent::set_rp_config`],
-//! [`Agent::apply_rp_overrides`]); the rest of the configuration is fixed at construction.
+//! [`Agent::apply_rp_patch`]); the rest of the configuration is fixed at construction.
 //!
 //! Time enters as `now` and randomness through the [`Rng`] given to [`Agent::new`]; the
 //! daemon, the tests and the simulator drive this same code.
 
 use crate::classify::{classify, ClassKey};
-use crate::config::{AgentConfig, ConfigError, MAX_FRAME};
+use crate::config::{AgentConfig, ConfigError, RpPatch, MAX_FRAME};
 use crate::limiter::Pacer;
 use crate::pause::PauseState;
 use crate::pool::BufPool;
@@ -201,14 +201,15 @@ impl Agent {
         Ok(())
     }
 
-    /// [`Agent::set_rp_config`] with `KEY = VALUE` overrides of the settings in force
-    /// (`rp_mode` and the `[rp]` names, [`AgentConfig::with_rp_overrides`]).
-    pub fn apply_rp_overrides(
+    /// [`Agent::set_rp_config`] with `patch` applied to the settings in force
+    /// ([`AgentConfig::apply`]): `rp_mode` and the `[rp]` parameters it sets.
+    pub fn apply_rp_patch(
         &mut self,
         now: Instant,
-        set: &toml::Table,
+        patch: &RpPatch,
     ) -> Result<RpChange, ConfigError> {
-        let cfg = self.cfg.with_rp_overrides(set)?;
+        let mut cfg = self.cfg.clone();
+        cfg.apply(patch);
         self.set_rp_config(now, &cfg)
     }
 

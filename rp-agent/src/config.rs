@@ -29,7 +29,7 @@
 //! ```
 
 use cnm_proto::wire::EthernetAddress;
-use cnm_proto::{Bytes, Duration, Rate};
+use cnm_proto::{Bytes, Duration, Rate, Scale};
 use serde::Deserialize;
 use std::str::FromStr;
 
@@ -282,7 +282,7 @@ impl Default for RpParams {
 }
 
 /// The whole configuration of one agent.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
     /// Rate of the uplink: the round-robin across flows never exceeds it, unlimited flows are
@@ -486,48 +486,212 @@ impl AgentConfig {
     }
 }
 
-/// The keys a run-time reaction-point change takes besides the `[rp]` parameters.
+/// The key of a run-time reaction-point change that is not an `[rp]` parameter.
 pub const RP_MODE_KEY: &str = "rp_mode";
 
-impl AgentConfig {
-    /// This configuration with run-time reaction-point overrides applied: `rp_mode` and the
-    /// `[rp]` parameters under their own names (`rpg_ai_rate = "10mbit"`, also accepted as
-    /// `rp.rpg_ai_rate`), values as in a configuration file. Each key is checked on its own
-    /// first (an unknown key, a key that cannot change at run time such as `line_rate`, or a
-    /// value of the wrong kind is reported with that key), then the result as a whole
-    /// ([`AgentConfig::validate`]). Fields are named as in the file (`rp_mode`,
-    /// `rp.rpg_ai_rate`).
-    pub fn with_rp_overrides(&self, set: &toml::Table) -> Result<AgentConfig, ConfigError> {
-        let mut cfg = self.clone();
-        let mut rp =
-            toml::Table::try_from(self.rp).map_err(|e| ConfigError::new("rp", e.to_string()))?;
-        for (key, v) in set {
-            let k = key.strip_prefix("rp.").unwrap_or(key);
-            if k == RP_MODE_KEY {
-                cfg.rp_mode = v
-                    .clone()
-                    .try_into()
-                    .map_err(|e: toml::de::Error| ConfigError::new(RP_MODE_KEY, e.message()))?;
-                continue;
-            }
-            let mut one = toml::Table::new();
-            one.insert(k.to_string(), v.clone());
-            if let Err(e) = one.clone().try_into::<RpParams>() {
-                let top_level = one.try_into::<AgentConfig>().is_ok();
-                return Err(if top_level && !key.starts_with("rp.") {
-                    ConfigError::new(
-                        key.as_str(),
-                        "cannot change at run time (only rp_mode and the [rp] parameters can)",
-                    )
-                } else {
-                    ConfigError::new(format!("rp.{k}"), e.message())
-                });
-            }
-            rp.insert(k.to_string(), v.clone());
+/// The top-level settings of [`AgentConfig`] other than `rp_mode` and `[rp]`: fixed at
+/// construction, refused by a run-time change with "cannot change at run time".
+pub const FIXED_KEYS: [&str; 13] = [
+    "line_rate",
+    "priority",
+    "vid",
+    "flow_key",
+    "mac",
+    "queue_limit",
+    "host_queue_limit",
+    "cn_tag",
+    "max_flows",
+    "flow_idle_timeout",
+    "catch_up",
+    "wire_overhead",
+    "event_capacity",
+];
+
+/// A run-time change of the reaction points: `rp_mode` and every `[rp]` parameter
+/// ([`RpParams`]), one `Option` each, `None` = unchanged; applied by
+/// [`crate::Agent::apply_rp_patch`] (what happens to live limiters is told there).
+///
+/// Built at the edge — `ctl set rp KEY=VALUE...`, a scenario's timed event — with the
+/// parameters under their own names or with an `rp.` prefix (`rpg_ai_rate = "10mbit"`,
+/// `rp.rpg_ai_rate = "10mbit"`) and the configuration file's spellings of the values; an
+/// unknown name is refused (`deny_unknown_fields`). It serialises with the unset fields left
+/// out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RpPatch {
+    /// [`AgentConfig::rp_mode`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rp_mode: Option<RpMode>,
+    /// [`RpParams::rpg_byte_reset`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_byte_reset")]
+    pub rpg_byte_reset: Option<Bytes>,
+    /// [`RpParams::rpg_time_reset`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_time_reset")]
+    pub rpg_time_reset: Option<Duration>,
+    /// [`RpParams::rpg_threshold`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_threshold")]
+    pub rpg_threshold: Option<u32>,
+    /// [`RpParams::rpg_ai_rate`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_ai_rate")]
+    pub rpg_ai_rate: Option<Rate>,
+    /// [`RpParams::rpg_hai_rate`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_hai_rate")]
+    pub rpg_hai_rate: Option<Rate>,
+    /// [`RpParams::rpg_gd`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_gd")]
+    pub rpg_gd: Option<u8>,
+    /// [`RpParams::rpg_min_dec_fac`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_min_dec_fac")]
+    pub rpg_min_dec_fac: Option<u8>,
+    /// [`RpParams::rpg_min_rate`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_min_rate")]
+    pub rpg_min_rate: Option<Rate>,
+    /// [`RpParams::rpg_max_rate`] (a patch can set it, not return it to the line rate).
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_max_rate")]
+    pub rpg_max_rate: Option<Rate>,
+    /// [`RpParams::rp_jitter`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rp_jitter")]
+    pub rp_jitter: Option<f64>,
+    /// [`RpParams::rpg_adaptive_k`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_adaptive_k")]
+    pub rpg_adaptive_k: Option<Duration>,
+    /// [`RpParams::rpg_bs_max_cps`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rpg_bs_max_cps")]
+    pub rpg_bs_max_cps: Option<usize>,
+    /// [`RpParams::rp_er_timeout`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rp_er_timeout")]
+    pub rp_er_timeout: Option<Duration>,
+}
+
+impl RpPatch {
+    /// The error about key `key` of a patch (as the edge parser reports it) as a configuration
+    /// error named as in the file: `rp_mode`, `rp.KEY` for the parameters (with or without the
+    /// prefix as typed), and a fixed top-level setting such as `line_rate` refused by name.
+    pub fn key_error(key: &str, reason: impl Into<String>) -> ConfigError {
+        let bare = key.strip_prefix("rp.").unwrap_or(key);
+        if bare == RP_MODE_KEY {
+            ConfigError::new(RP_MODE_KEY, reason)
+        } else if bare == key && FIXED_KEYS.contains(&key) {
+            ConfigError::new(
+                key,
+                "cannot change at run time (only rp_mode and the [rp] parameters can)",
+            )
+        } else {
+            ConfigError::new(format!("rp.{bare}"), reason)
         }
-        cfg.rp = rp
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::new("rp", e.message()))?;
+    }
+
+    /// True when the patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &RpPatch::default()
+    }
+}
+
+/// Time scaling ([`cnm_proto::scale`]): the line rate, the idle timeout, the catch-up and the
+/// reaction points' rates and times. Octets and counts are unchanged.
+impl Scale for AgentConfig {
+    fn scale(&self, s: f64) -> Self {
+        AgentConfig {
+            line_rate: self.line_rate.scale(s),
+            flow_idle_timeout: self.flow_idle_timeout.scale(s),
+            catch_up: self.catch_up.scale(s),
+            rp: self.rp.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+/// Time scaling: R_AI, R_HAI, the floor and ceiling of the rate are divided by S; the RP timer
+/// period, the adaptive byte counter's K (a time: BC_LIMIT = K·CR keeps its octets) and the
+/// explicit-rate timeout are multiplied by S. Octets, stage counts, Gd and the jitter are
+/// unchanged.
+impl Scale for RpParams {
+    fn scale(&self, s: f64) -> Self {
+        RpParams {
+            rpg_time_reset: self.rpg_time_reset.scale(s),
+            rpg_ai_rate: self.rpg_ai_rate.scale(s),
+            rpg_hai_rate: self.rpg_hai_rate.scale(s),
+            rpg_min_rate: self.rpg_min_rate.scale(s),
+            rpg_max_rate: self.rpg_max_rate.scale(s),
+            rpg_adaptive_k: self.rpg_adaptive_k.scale(s),
+            rp_er_timeout: self.rp_er_timeout.scale(s),
+            ..*self
+        }
+    }
+}
+
+/// As [`RpParams`]'s.
+impl Scale for RpPatch {
+    fn scale(&self, s: f64) -> Self {
+        RpPatch {
+            rpg_time_reset: self.rpg_time_reset.scale(s),
+            rpg_ai_rate: self.rpg_ai_rate.scale(s),
+            rpg_hai_rate: self.rpg_hai_rate.scale(s),
+            rpg_min_rate: self.rpg_min_rate.scale(s),
+            rpg_max_rate: self.rpg_max_rate.scale(s),
+            rpg_adaptive_k: self.rpg_adaptive_k.scale(s),
+            rp_er_timeout: self.rp_er_timeout.scale(s),
+            ..*self
+        }
+    }
+}
+
+impl RpParams {
+    /// Applies the `[rp]` fields of `patch` (no check; see [`AgentConfig::with_rp_patch`]).
+    pub fn apply(&mut self, patch: &RpPatch) {
+        let RpPatch {
+            rp_mode: _,
+            rpg_byte_reset,
+            rpg_time_reset,
+            rpg_threshold,
+            rpg_ai_rate,
+            rpg_hai_rate,
+            rpg_gd,
+            rpg_min_dec_fac,
+            rpg_min_rate,
+            rpg_max_rate,
+            rp_jitter,
+            rpg_adaptive_k,
+            rpg_bs_max_cps,
+            rp_er_timeout,
+        } = *patch;
+        fn set<T>(to: &mut T, from: Option<T>) {
+            if let Some(v) = from {
+                *to = v;
+            }
+        }
+        set(&mut self.rpg_byte_reset, rpg_byte_reset);
+        set(&mut self.rpg_time_reset, rpg_time_reset);
+        set(&mut self.rpg_threshold, rpg_threshold);
+        set(&mut self.rpg_ai_rate, rpg_ai_rate);
+        set(&mut self.rpg_hai_rate, rpg_hai_rate);
+        set(&mut self.rpg_gd, rpg_gd);
+        set(&mut self.rpg_min_dec_fac, rpg_min_dec_fac);
+        set(&mut self.rpg_min_rate, rpg_min_rate);
+        if rpg_max_rate.is_some() {
+            self.rpg_max_rate = rpg_max_rate;
+        }
+        set(&mut self.rp_jitter, rp_jitter);
+        set(&mut self.rpg_adaptive_k, rpg_adaptive_k);
+        set(&mut self.rpg_bs_max_cps, rpg_bs_max_cps);
+        set(&mut self.rp_er_timeout, rp_er_timeout);
+    }
+}
+
+impl AgentConfig {
+    /// Applies `patch`: `rp_mode` and the `[rp]` parameters it sets (no check).
+    pub fn apply(&mut self, patch: &RpPatch) {
+        if let Some(m) = patch.rp_mode {
+            self.rp_mode = m;
+        }
+        self.rp.apply(patch);
+    }
+
+    /// This configuration with `patch` applied, checked as a whole
+    /// ([`AgentConfig::validate`]; fields named as in the file: `rp_mode`, `rp.rpg_ai_rate`).
+    pub fn with_rp_patch(&self, patch: &RpPatch) -> Result<AgentConfig, ConfigError> {
+        let mut cfg = self.clone();
+        cfg.apply(patch);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -558,27 +722,29 @@ mod tests {
     #[test]
     fn run_time_overrides_check_each_key() {
         let base = AgentConfig::default();
-        let set = |text: &str| base.with_rp_overrides(&toml::from_str(text).unwrap());
-        let c = set("rp_mode = \"adaptive-bc\"\nrpg_ai_rate = \"10mbit\"\nrpg_gd = 6").unwrap();
+        // `KEY=VALUE` operands as a daemon reads them (the edge parser), then the patch.
+        let set = |ops: &[&str]| {
+            daemon_kit::patch::parse_pairs::<RpPatch, _>(ops)
+                .map_err(|e| RpPatch::key_error(&e.key, e.reason))
+                .and_then(|p| base.with_rp_patch(&p))
+        };
+        let c = set(&["rp_mode=adaptive-bc", "rpg_ai_rate=10mbit", "rpg_gd=6"]).unwrap();
         assert_eq!(c.rp_mode, RpMode::AdaptiveBc);
         assert_eq!(c.rp.rpg_ai_rate, Rate::from_mbps(10));
         assert_eq!(c.rp.rpg_gd, 6);
         assert_eq!(c.rp.rpg_time_reset, base.rp.rpg_time_reset);
-        let c = set("\"rp.rpg_time_reset\" = \"3ms\"").unwrap();
+        let c = set(&["rp.rpg_time_reset=3ms"]).unwrap();
         assert_eq!(c.rp.rpg_time_reset, Duration::from_millis(3));
         for (text, field, words) in [
-            ("rp_mode = \"fast\"", "rp_mode", "fast"),
-            ("rpg_gd = 99", "rp.rpg_gd", "0..=16"),
-            ("rpg_ai_rate = \"quick\"", "rp.rpg_ai_rate", "quick"),
-            ("r_ai = \"1mbit\"", "rp.r_ai", "unknown field"),
-            ("line_rate = \"1mbit\"", "line_rate", "run time"),
-            (
-                "rpg_min_rate = \"2gbit\"",
-                "rp.rpg_min_rate",
-                "rpg_max_rate",
-            ),
+            ("rp_mode=fast", "rp_mode", "fast"),
+            ("rpg_gd=99", "rp.rpg_gd", "0..=16"),
+            ("rpg_ai_rate=quick", "rp.rpg_ai_rate", "quick"),
+            ("r_ai=1mbit", "rp.r_ai", "unknown field"),
+            ("rp.r_ai=1mbit", "rp.r_ai", "unknown field"),
+            ("line_rate=1mbit", "line_rate", "run time"),
+            ("rpg_min_rate=2gbit", "rp.rpg_min_rate", "rpg_max_rate"),
         ] {
-            let e = set(text).unwrap_err();
+            let e = set(&[text]).unwrap_err();
             assert_eq!(e.field, field, "{text}: {e}");
             assert!(e.to_string().contains(words), "{text}: {e}");
         }

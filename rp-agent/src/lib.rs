@@ -30,6 +30,7 @@ pub mod tagger;
 pub use agent::{Agent, HostError, RpChange};
 pub use config::{
     AgentConfig, ClampTgtRate, ConfigError, FlowKeyMode, Release, RpMode, RpModeError, RpParams,
+    RpPatch,
 };
 pub use rp::RpState;
 pub use stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};

@@ -6,7 +6,9 @@
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
-use rp_agent::{Agent, AgentConfig, Event, RpChange, RpMode, RpParams, RpState};
+use rp_agent::{
+    Agent, AgentConfig, ConfigError, Event, RpChange, RpMode, RpParams, RpPatch, RpState,
+};
 
 mod support;
 use support::cnm;
@@ -51,8 +53,12 @@ fn limited(mode: RpMode) -> (Agent, Instant) {
     (a, now)
 }
 
-fn set(text: &str) -> toml::Table {
-    toml::from_str(text).unwrap()
+/// `ctl set rp` as the daemon reads it: `KEY=VALUE` operands → [`RpPatch`] (a key the patch
+/// refuses is named as in the file) → [`Agent::apply_rp_patch`].
+fn set(a: &mut Agent, now: Instant, operands: &[&str]) -> Result<RpChange, ConfigError> {
+    let patch = daemon_kit::patch::parse_pairs::<RpPatch, _>(operands)
+        .map_err(|e| RpPatch::key_error(&e.key, e.reason))?;
+    a.apply_rp_patch(now, &patch)
 }
 
 #[test]
@@ -60,12 +66,7 @@ fn parameters_change_in_place_and_bounds_clamp_the_rate() {
     let (mut a, now) = limited(RpMode::Qcn);
     let before = a.flows()[0].clone();
     let t = now + Duration::from_micros(10);
-    let change = a
-        .apply_rp_overrides(
-            t,
-            &set("rpg_ai_rate = \"10mbit\"\nrpg_time_reset = \"1ms\""),
-        )
-        .unwrap();
+    let change = set(&mut a, t, &["rpg_ai_rate=10mbit", "rpg_time_reset=1ms"]).unwrap();
     assert_eq!(change, RpChange::Updated { limiters: 1 });
     let after = a.flows()[0].clone();
     assert_eq!(after.cr_bps, before.cr_bps, "state kept");
@@ -74,8 +75,7 @@ fn parameters_change_in_place_and_bounds_clamp_the_rate() {
     // The timer period shrank from 15 ms to 1 ms: the next expiry is at most 1 ms away.
     assert!(a.poll_timeout().unwrap() <= t + Duration::from_millis(1));
     // A floor above CR lifts it; the pacer follows and the change is an event.
-    a.apply_rp_overrides(t, &set("rpg_min_rate = \"700mbit\""))
-        .unwrap();
+    set(&mut a, t, &["rpg_min_rate=700mbit"]).unwrap();
     assert_eq!(a.flows()[0].cr_bps, 700_000_000);
     let mut ev = Vec::new();
     a.drain_events(&mut |e| ev.push(*e));
@@ -95,24 +95,18 @@ fn parameters_change_in_place_and_bounds_clamp_the_rate() {
 fn a_mode_of_the_same_kind_keeps_the_limiter_another_kind_releases_it() {
     let (mut a, now) = limited(RpMode::Qcn);
     let cr = a.flows()[0].cr_bps;
-    let c = a
-        .apply_rp_overrides(now, &set("rp_mode = \"adaptive-bc\""))
-        .unwrap();
+    let c = set(&mut a, now, &["rp_mode=adaptive-bc"]).unwrap();
     assert_eq!(c, RpChange::Updated { limiters: 1 });
     assert_eq!(a.flows()[0].cr_bps, cr);
     assert_eq!(a.config().rp_mode, RpMode::AdaptiveBc);
-    let c = a
-        .apply_rp_overrides(now, &set("rp_mode = \"explicit-rate\""))
-        .unwrap();
+    let c = set(&mut a, now, &["rp_mode=explicit-rate"]).unwrap();
     assert_eq!(c, RpChange::Released { limiters: 1 });
     assert_eq!(a.flows()[0].state, RpState::Released);
     assert_eq!(a.flows()[0].cr_bps, 1_000_000_000);
     assert_eq!(a.stats().limiters_released, 1);
 
     let (mut a, now) = limited(RpMode::QcnBs);
-    let c = a
-        .apply_rp_overrides(now, &set("rp_mode = \"adaptive-bc+qcn-bs\"\nrpg_gd = 6"))
-        .unwrap();
+    let c = set(&mut a, now, &["rp_mode=adaptive-bc+qcn-bs", "rpg_gd=6"]).unwrap();
     assert_eq!(c, RpChange::Updated { limiters: 1 });
     assert_eq!(a.flows()[0].cps.len(), 1);
 }
@@ -122,13 +116,13 @@ fn refused_changes_name_the_key_and_change_nothing() {
     let (mut a, now) = limited(RpMode::Qcn);
     let cr = a.flows()[0].cr_bps;
     for (text, field) in [
-        ("rp_mode = \"faster\"", "rp_mode"),
-        ("rpg_gd = 40", "rp.rpg_gd"),
-        ("r_ai = \"1mbit\"", "rp.r_ai"),
-        ("line_rate = \"10mbit\"", "line_rate"),
-        ("rpg_min_dec_fac = \"half\"", "rp.rpg_min_dec_fac"),
+        ("rp_mode=faster", "rp_mode"),
+        ("rpg_gd=40", "rp.rpg_gd"),
+        ("r_ai=1mbit", "rp.r_ai"),
+        ("line_rate=10mbit", "line_rate"),
+        ("rpg_min_dec_fac=half", "rp.rpg_min_dec_fac"),
     ] {
-        let e = a.apply_rp_overrides(now, &set(text)).unwrap_err();
+        let e = set(&mut a, now, &[text]).unwrap_err();
         assert_eq!(e.field, field, "{text}: {e}");
     }
     assert_eq!(a.config().rp_mode, RpMode::Qcn);

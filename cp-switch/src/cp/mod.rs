@@ -62,11 +62,11 @@ pub mod qcn;
 pub use culprit::Culprit;
 pub use flows::NO_FLOW;
 
-use crate::config::NUM_PRIORITIES;
+use crate::config::{ConfigError, NUM_PRIORITIES};
 use crate::PortId;
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{CpId, EthernetAddress};
-use cnm_proto::{Bytes, Duration, Instant, Rate};
+use cnm_proto::{Bytes, Duration, Instant, Rate, Scale};
 use flows::{FlowId, FlowTable};
 use serde::{Deserialize, Serialize};
 
@@ -193,8 +193,8 @@ pub fn weight_of(weights: &[FlowWeight], id: &FlowId) -> u32 {
 ///
 /// # Changes at run time
 /// [`crate::Bridge::set_cp_config`] (and the daemon's `ctl set cp KEY=VALUE`) replace these
-/// settings while the bridge runs; [`CpConfig::with_overrides`] applies `KEY = VALUE` pairs
-/// with the names below and the validation of a configuration file. Parameters that only scale
+/// settings while the bridge runs; a [`CpPatch`] (built from `KEY = VALUE` pairs with the names
+/// below) is applied by [`CpConfig::patched`] with the validation of a configuration file. Parameters that only scale
 /// the algorithm — `cp_queue_set_point`, `cp_feedback_weight`, `cp_min_sample_base`,
 /// `cp_sample_table`, `cnm_priority`, `cp_min_header_octets` and the `er_*` settings — change in place: a QCN CP
 /// keeps Qold and its sampling countdown (shortened to a smaller base), so the next sample
@@ -274,6 +274,103 @@ impl Default for CpConfig {
     }
 }
 
+/// A run-time change of [`CpConfig`]: one `Option` per setting, `None` = unchanged. Every
+/// setting of `[cp]` can change while the bridge runs ([`crate::Bridge::apply_cp_patch`]; which
+/// ones change in place and which rebuild the CPs is told at [`CpConfig`]).
+///
+/// Built at the edge — `ctl set cp KEY=VALUE...`, a scenario's timed event — from the `[cp]`
+/// names and the configuration file's spellings of the values (`cp_queue_set_point = "20KB"`,
+/// `cp_feedback_weight = 4`, `mode = "fqcn"`); an unknown name is refused
+/// (`deny_unknown_fields`). It serialises with the unset fields left out.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpPatch {
+    /// [`CpConfig::placement`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    /// [`CpConfig::mode`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<CpMode>,
+    /// [`CpConfig::cnpv`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cnpv: Option<Vec<u8>>,
+    /// [`CpConfig::cp_queue_set_point`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_queue_set_point: Option<Bytes>,
+    /// [`CpConfig::cp_feedback_weight`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_feedback_weight: Option<u32>,
+    /// [`CpConfig::cp_min_sample_base`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_min_sample_base: Option<Bytes>,
+    /// [`CpConfig::cnm_priority`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cnm_priority: Option<u8>,
+    /// [`CpConfig::cp_min_header_octets`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_min_header_octets: Option<usize>,
+    /// [`CpConfig::culprit`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<Culprit>,
+    /// [`CpConfig::max_flows`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_flows: Option<usize>,
+    /// [`CpConfig::fqcn_weights`] (the whole list is replaced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fqcn_weights: Option<Vec<FlowWeight>>,
+    /// [`CpConfig::er_interval`] (a patch can set it, not return it to the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub er_interval: Option<Duration>,
+    /// [`CpConfig::er_a`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub er_a: Option<f64>,
+    /// [`CpConfig::er_b`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub er_b: Option<f64>,
+    /// [`CpConfig::er_c`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub er_c: Option<f64>,
+    /// [`CpConfig::er_min_rate`] (set, not returned to the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub er_min_rate: Option<Rate>,
+}
+
+/// Time scaling ([`cnm_proto::scale`]): the explicit-rate interval and floor. Set points,
+/// sampling bases and weights are in octets or pure numbers and stay as they are.
+impl Scale for CpConfig {
+    fn scale(&self, s: f64) -> Self {
+        CpConfig {
+            er_interval: self.er_interval.scale(s),
+            er_min_rate: self.er_min_rate.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+/// As [`CpConfig`]'s.
+impl Scale for CpPatch {
+    fn scale(&self, s: f64) -> Self {
+        CpPatch {
+            er_interval: self.er_interval.scale(s),
+            er_min_rate: self.er_min_rate.scale(s),
+            ..self.clone()
+        }
+    }
+}
+
+impl CpPatch {
+    /// The error about key `key` of a patch (as the edge parser reports it) as a bridge
+    /// configuration error: the field is `cp.KEY`.
+    pub fn key_error(key: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::new(format!("cp.{key}"), reason)
+    }
+
+    /// True when the patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self == &CpPatch::default()
+    }
+}
+
 impl CpConfig {
     /// The CNPV set as a bit mask (bit p = priority p).
     pub fn cnpv_mask(&self) -> u8 {
@@ -305,25 +402,59 @@ impl CpConfig {
         }
     }
 
-    /// This configuration with `set` applied: keys are the `[cp]` names, values as in a
-    /// configuration file (`cp_queue_set_point = "20KB"`, `cp_feedback_weight = 4`,
-    /// `mode = "fqcn"`). Each key is checked on its own first, so an unknown key or a value of
-    /// the wrong kind is reported with that key; the result is then checked as a whole
-    /// ([`CpConfig::validate`]). The error is `(field, reason)` with the field relative to
-    /// `[cp]`.
-    pub fn with_overrides(&self, set: &toml::Table) -> Result<CpConfig, (String, String)> {
-        let mut merged =
-            toml::Table::try_from(self).map_err(|e| ("(cp)".to_string(), e.to_string()))?;
-        for (k, v) in set {
-            let mut one = toml::Table::new();
-            one.insert(k.clone(), v.clone());
-            one.try_into::<CpConfig>()
-                .map_err(|e: toml::de::Error| (k.clone(), e.message().to_string()))?;
-            merged.insert(k.clone(), v.clone());
+    /// Applies `patch`: every field it sets replaces this configuration's (no check; see
+    /// [`CpConfig::patched`]).
+    pub fn apply(&mut self, patch: &CpPatch) {
+        let CpPatch {
+            placement,
+            mode,
+            cnpv,
+            cp_queue_set_point,
+            cp_feedback_weight,
+            cp_min_sample_base,
+            cnm_priority,
+            cp_min_header_octets,
+            culprit,
+            max_flows,
+            fqcn_weights,
+            er_interval,
+            er_a,
+            er_b,
+            er_c,
+            er_min_rate,
+        } = patch;
+        fn set<T: Clone>(to: &mut T, from: &Option<T>) {
+            if let Some(v) = from {
+                *to = v.clone();
+            }
         }
-        let cfg: CpConfig = merged
-            .try_into()
-            .map_err(|e: toml::de::Error| ("(cp)".to_string(), e.message().to_string()))?;
+        set(&mut self.placement, placement);
+        set(&mut self.mode, mode);
+        set(&mut self.cnpv, cnpv);
+        set(&mut self.cp_queue_set_point, cp_queue_set_point);
+        set(&mut self.cp_feedback_weight, cp_feedback_weight);
+        set(&mut self.cp_min_sample_base, cp_min_sample_base);
+        set(&mut self.cnm_priority, cnm_priority);
+        set(&mut self.cp_min_header_octets, cp_min_header_octets);
+        set(&mut self.culprit, culprit);
+        set(&mut self.max_flows, max_flows);
+        set(&mut self.fqcn_weights, fqcn_weights);
+        if er_interval.is_some() {
+            self.er_interval = *er_interval;
+        }
+        set(&mut self.er_a, er_a);
+        set(&mut self.er_b, er_b);
+        set(&mut self.er_c, er_c);
+        if er_min_rate.is_some() {
+            self.er_min_rate = *er_min_rate;
+        }
+    }
+
+    /// This configuration with `patch` applied, checked as a whole ([`CpConfig::validate`]; the
+    /// field of an error is relative to `[cp]`).
+    pub fn patched(&self, patch: &CpPatch) -> Result<CpConfig, ConfigError> {
+        let mut cfg = self.clone();
+        cfg.apply(patch);
         cfg.validate()?;
         Ok(cfg)
     }
@@ -344,8 +475,8 @@ impl CpConfig {
         self.mode != CpMode::Qcn || self.culprit.uses_occupancy()
     }
 
-    /// Checks every value; the error is `(field, reason)` with the field relative to `[cp]`.
-    pub fn validate(&self) -> Result<(), (String, String)> {
+    /// Checks every value; the error names the field relative to `[cp]`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.mode != CpMode::Qcn && self.culprit != Culprit::Arrival {
             let why = match self.mode {
                 CpMode::Fqcn => {
@@ -353,8 +484,8 @@ impl CpConfig {
                 }
                 _ => "explicit-rate advertises one rate to every active source and has no culprit",
             };
-            return Err((
-                "culprit".into(),
+            return Err(ConfigError::new(
+                "culprit",
                 format!(
                     "{} cannot be combined with mode {}: {why}; use culprit = \"arrival\" (or mode = \"qcn\")",
                     self.culprit, self.mode
@@ -362,53 +493,59 @@ impl CpConfig {
             ));
         }
         if self.max_flows == 0 || self.max_flows > flows::MAX_FLOWS {
-            return Err((
-                "max_flows".into(),
+            return Err(ConfigError::new(
+                "max_flows",
                 format!("{} is not in 1..={}", self.max_flows, flows::MAX_FLOWS),
             ));
         }
         for (i, w) in self.fqcn_weights.iter().enumerate() {
             if w.weight == 0 || w.weight > 1_000_000 {
-                return Err((
+                return Err(ConfigError::new(
                     format!("fqcn_weights[{i}].weight"),
                     format!("{} is not in 1..=1000000", w.weight),
                 ));
             }
             if w.priority.is_some_and(|p| usize::from(p) >= NUM_PRIORITIES) {
-                return Err((format!("fqcn_weights[{i}].priority"), "not in 0..=7".into()));
+                return Err(ConfigError::new(
+                    format!("fqcn_weights[{i}].priority"),
+                    "not in 0..=7",
+                ));
             }
             if w.vid.is_some_and(|v| v > 4095) {
-                return Err((format!("fqcn_weights[{i}].vid"), "not in 0..=4095".into()));
+                return Err(ConfigError::new(
+                    format!("fqcn_weights[{i}].vid"),
+                    "not in 0..=4095",
+                ));
             }
         }
         if self.mode == CpMode::ExplicitRate {
             self.er_params()
                 .validate()
-                .map_err(|(f, r)| (f.to_string(), r))?;
+                .map_err(|(f, r)| ConfigError::new(f, r))?;
         }
         for (i, &p) in self.cnpv.iter().enumerate() {
             if usize::from(p) >= NUM_PRIORITIES {
-                return Err((
+                return Err(ConfigError::new(
                     format!("cnpv[{i}]"),
                     format!("priority {p} is not in 0..=7"),
                 ));
             }
         }
         if usize::from(self.cnm_priority) >= NUM_PRIORITIES {
-            return Err((
-                "cnm_priority".into(),
+            return Err(ConfigError::new(
+                "cnm_priority",
                 format!("priority {} is not in 0..=7", self.cnm_priority),
             ));
         }
         if self.cp_min_header_octets > DEFAULT_MIN_HEADER_OCTETS {
-            return Err((
-                "cp_min_header_octets".into(),
+            return Err(ConfigError::new(
+                "cp_min_header_octets",
                 format!("{} is above 64", self.cp_min_header_octets),
             ));
         }
         self.qcn_params()
             .validate()
-            .map_err(|(f, r)| (f.to_string(), r))
+            .map_err(|(f, r)| ConfigError::new(f, r))
     }
 }
 
@@ -1006,17 +1143,17 @@ mod tests {
             cnpv: vec![3, 8],
             ..CpConfig::default()
         };
-        assert_eq!(c.validate().unwrap_err().0, "cnpv[1]");
+        assert_eq!(c.validate().unwrap_err().field, "cnpv[1]");
         let c = CpConfig {
             cp_min_header_octets: 65,
             ..CpConfig::default()
         };
-        assert_eq!(c.validate().unwrap_err().0, "cp_min_header_octets");
+        assert_eq!(c.validate().unwrap_err().field, "cp_min_header_octets");
         let c = CpConfig {
             cp_feedback_weight: 5,
             ..CpConfig::default()
         };
-        assert_eq!(c.validate().unwrap_err().0, "cp_feedback_weight");
+        assert_eq!(c.validate().unwrap_err().field, "cp_feedback_weight");
         let c: CpConfig = toml::from_str(
             "placement = \"input\"\ncnpv = [3, 5]\ncp_queue_set_point = \"33KB\"\ncnm_priority = 7\n",
         )
@@ -1071,11 +1208,11 @@ mod tests {
                 }
                 .validate()
                 .unwrap_err();
-                assert_eq!(e.0, "culprit");
-                assert!(e.1.contains(&mode.to_string()), "{}", e.1);
+                assert_eq!(e.field, "culprit");
+                assert!(e.reason.contains(&mode.to_string()), "{}", e.reason);
             }
         }
-        let bad = |c: CpConfig| c.validate().unwrap_err().0;
+        let bad = |c: CpConfig| c.validate().unwrap_err().field;
         let w = |weight, priority, vid| FlowWeight {
             mac: None,
             vid,

@@ -46,7 +46,7 @@ pub enum Command {
     /// `set cp KEY=VALUE...` or `set cp KEY VALUE`
     SetCp {
         /// The `[cp]` settings to change, as typed (values are read as by
-        /// [`daemon_kit::ctl::overrides_table`]).
+        /// `daemon_kit::patch::table`).
         set: Vec<(String, String)>,
     },
 }

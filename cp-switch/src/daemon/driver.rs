@@ -584,10 +584,10 @@ fn handle_command<P: Port>(
 /// `set cp`: applies the overrides; answers what changed, how, and the `[cp]` settings now in
 /// force.
 fn set_cp(bridge: &mut Bridge, set: &[(String, String)]) -> Result<Value, String> {
-    let table = daemon_kit::ctl::overrides_table(set);
-    let change = bridge
-        .apply_cp_overrides(&table)
-        .map_err(|e| e.to_string())?;
+    let patch = daemon_kit::patch::from_pairs::<cp_switch::CpPatch>(set)
+        .map_err(|e| cp_switch::CpPatch::key_error(&e.key, e.reason).to_string())?;
+    let change = bridge.apply_cp_patch(&patch).map_err(|e| e.to_string())?;
+    let table = daemon_kit::patch::table(set);
     let now = toml::Table::try_from(bridge.cp_config()).map_err(|e| e.to_string())?;
     Ok(json!({"set": table, "change": change, "cp": now}))
 }

@@ -26,7 +26,7 @@ pub enum Command {
     /// `set rp KEY=VALUE...` or `set rp KEY VALUE`
     SetRp {
         /// The settings to change, as typed (values read by
-        /// [`daemon_kit::ctl::overrides_table`]).
+        /// `daemon_kit::patch::table`).
         set: Vec<(String, String)>,
     },
 }

@@ -544,10 +544,12 @@ pub fn answer(
 /// `set rp`: applies the overrides; answers what was set, what happened to the limiters, and
 /// the reaction-point settings now in force.
 pub fn set_rp(agent: &mut Agent, now: Instant, set: &[(String, String)]) -> Result<Value, String> {
-    let table = daemon_kit::ctl::overrides_table(set);
+    let patch = daemon_kit::patch::from_pairs::<rp_agent::RpPatch>(set)
+        .map_err(|e| rp_agent::RpPatch::key_error(&e.key, e.reason).to_string())?;
     let change = agent
-        .apply_rp_overrides(now, &table)
+        .apply_rp_patch(now, &patch)
         .map_err(|e| e.to_string())?;
+    let table = daemon_kit::patch::table(set);
     let rp = toml::Table::try_from(agent.config().rp).map_err(|e| e.to_string())?;
     Ok(json!({
         "set": table,

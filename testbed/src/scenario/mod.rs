@@ -651,12 +651,12 @@ pub fn list() -> Vec<(String, String)> {
 
 /// Rate ÷ S (at least 1 bit/s).
 pub fn scale_rate(r: Rate, s: f64) -> Rate {
-    Rate::from_f64((r.as_f64() / s).max(1.0))
+    cnm_proto::Scale::scale(&r, s)
 }
 
 /// Duration × k.
 pub fn scale_dur(d: Duration, k: f64) -> Duration {
-    Duration::from_secs_f64(d.as_secs_f64() * k)
+    cnm_proto::Scale::scale(&d, k)
 }
 
 /// Bytes are unchanged by time scaling (a marker for readers of the runner).

@@ -12,7 +12,8 @@ use cnm_proto::line::{self, LineClock, Overheads};
 use cnm_proto::phy::pcap::PcapWriter;
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
-use cp_switch::{Bridge, BridgeConfig, PortConfig, PortId};
+use cp_switch::{Bridge, BridgeConfig, CpPatch, PortConfig, PortId};
+use rp_agent::RpPatch;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -458,22 +459,32 @@ pub enum Action {
         /// The new rate.
         rate: Rate,
     },
-    /// New congestion-point settings (`[cp]` names) for every CP of a switch node, through
-    /// [`Bridge::apply_cp_overrides`].
+    /// New congestion-point settings for every CP of a switch node, through
+    /// [`Bridge::apply_cp_patch`].
     SetCp {
         /// The switch.
         node: NodeId,
-        /// `KEY = VALUE` settings.
-        set: toml::Table,
+        /// The settings to change.
+        set: CpPatch,
     },
-    /// New reaction-point settings (`rp_mode`, `[rp]` names) for a host node's agent,
-    /// through `rp_agent::Agent::apply_rp_overrides`.
+    /// New reaction-point settings (`rp_mode`, `[rp]`) for a host node's agent, through
+    /// `rp_agent::Agent::apply_rp_patch`.
     SetRp {
         /// The host.
         node: NodeId,
-        /// `KEY = VALUE` settings.
-        set: toml::Table,
+        /// The settings to change.
+        set: RpPatch,
     },
+}
+
+/// A parameter change for [`Sim::set_params`]: congestion points of a switch or reaction
+/// points of a host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamPatch {
+    /// Every CP of a switch node.
+    Cp(CpPatch),
+    /// A host node's reaction points.
+    Rp(RpPatch),
 }
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -746,32 +757,38 @@ impl Sim {
     /// settings now ([`Action::SetCp`], [`Action::SetRp`]) and writes a `cp_config` /
     /// `rp_config` record to the trace with the outcome. A refused change (topology files
     /// check theirs at build) leaves the node as it was; the record then carries the error.
-    pub fn set_params(&mut self, node: NodeId, set: &toml::Table, cp: bool) {
+    pub fn set_params(&mut self, node: NodeId, set: &ParamPatch) {
         let now = self.now;
+        let cp = matches!(set, ParamPatch::Cp(_));
         let Some(st) = self.nodes.get_mut(node.0) else {
             return;
         };
-        let outcome: Result<serde_json::Value, String> = match (&mut st.body, cp) {
-            (Body::Switch(s), true) => s
+        let outcome: Result<serde_json::Value, String> = match (&mut st.body, set) {
+            (Body::Switch(s), ParamPatch::Cp(set)) => s
                 .bridge
-                .apply_cp_overrides(set)
+                .apply_cp_patch(set)
                 .map(|c| json!(c))
                 .map_err(|e| e.to_string()),
-            (Body::Other(x), false) => match x.as_any_mut().downcast_mut::<HostNode>() {
-                Some(h) => h
-                    .agent_mut()
-                    .apply_rp_overrides(now, set)
-                    .map(|c| json!(c))
-                    .map_err(|e| e.to_string()),
-                None => Err("not a host".into()),
-            },
+            (Body::Other(x), ParamPatch::Rp(set)) => {
+                match x.as_any_mut().downcast_mut::<HostNode>() {
+                    Some(h) => h
+                        .agent_mut()
+                        .apply_rp_patch(now, set)
+                        .map(|c| json!(c))
+                        .map_err(|e| e.to_string()),
+                    None => Err("not a host".into()),
+                }
+            }
             _ => Err(if cp { "not a switch" } else { "not a host" }.into()),
         };
         let mut rec = json!({
             "type": if cp { "cp_config" } else { "rp_config" },
             "t": now.as_nanos(),
             "node": st.name,
-            "set": set,
+            "set": match set {
+                ParamPatch::Cp(p) => json!(p),
+                ParamPatch::Rp(p) => json!(p),
+            },
         });
         match outcome {
             Ok(c) => rec["change"] = c,
@@ -1014,8 +1031,8 @@ impl Sim {
                 if let Some(a) = self.actions.get(k as usize).cloned() {
                     match a {
                         Action::SetRate { link, dir, rate } => self.set_link_rate(link, dir, rate),
-                        Action::SetCp { node, set } => self.set_params(node, &set, true),
-                        Action::SetRp { node, set } => self.set_params(node, &set, false),
+                        Action::SetCp { node, set } => self.set_params(node, &ParamPatch::Cp(set)),
+                        Action::SetRp { node, set } => self.set_params(node, &ParamPatch::Rp(set)),
                     }
                 }
             }

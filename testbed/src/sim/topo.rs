@@ -305,13 +305,22 @@ impl FlowEntry {
     }
 }
 
+/// An event's `set` as a congestion-point patch; an error names `cp.KEY`.
+pub fn cp_patch(set: &toml::Table) -> Result<cp_switch::CpPatch, cp_switch::ConfigError> {
+    daemon_kit::patch::from_table(set).map_err(|e| cp_switch::CpPatch::key_error(&e.key, e.reason))
+}
+
+/// An event's `set` as a reaction-point patch; an error names the field as in the file.
+pub fn rp_patch(set: &toml::Table) -> Result<rp_agent::RpPatch, rp_agent::ConfigError> {
+    daemon_kit::patch::from_table(set).map_err(|e| rp_agent::RpPatch::key_error(&e.key, e.reason))
+}
+
 /// `[[event]]`: a change at time `at`, exactly one of
 /// * `link` + `rate` (+ `dir`): the link's line rate;
 /// * `switch` + `set`: congestion-point settings of every CP of that switch, `[cp]` names
-///   (`cp_switch::CpConfig`, applied by `cp_switch::Bridge::apply_cp_overrides`);
+///   (`cp_switch::CpPatch`, applied by `cp_switch::Bridge::apply_cp_patch`);
 /// * `host` + `set`: that host's reaction points, `rp_mode` and the `[rp]` names
-///   (`rp_agent::AgentConfig::with_rp_overrides`, applied by
-///   `rp_agent::Agent::apply_rp_overrides`).
+///   (`rp_agent::RpPatch`, applied by `rp_agent::Agent::apply_rp_patch`).
 ///
 /// Changes accumulate: a later event on the same node starts from the settings the earlier
 /// ones left. Every `set` is checked when the topology is built, in time order, with the
@@ -548,9 +557,11 @@ impl Topology {
                             format!("no switch {switch:?}"),
                         ));
                     };
+                    let patch =
+                        cp_patch(set).map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
                     *cp = cp
-                        .with_overrides(set)
-                        .map_err(|(f, m)| self.err(under_set(i, &f), m))?;
+                        .patched(&patch)
+                        .map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
                 }
                 EventKind::Host { host, set } => {
                     let Some(cfg) = hs.get_mut(host) else {
@@ -558,8 +569,8 @@ impl Topology {
                             self.err(format!("event[{i}].host"), format!("no host {host:?}"))
                         );
                     };
-                    *cfg = cfg
-                        .with_rp_overrides(set)
+                    *cfg = rp_patch(set)
+                        .and_then(|p| cfg.with_rp_patch(&p))
                         .map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
                 }
             }
@@ -941,13 +952,15 @@ impl Topology {
                             format!("no switch {switch:?}"),
                         )
                     })?,
-                    set: set.clone(),
+                    set: cp_patch(set)
+                        .map_err(|e| self.err(format!("event[{i}].set"), e.to_string()))?,
                 },
                 EventKind::Host { host, set } => Action::SetRp {
                     node: sim.node_id(host).ok_or_else(|| {
                         self.err(format!("event[{i}].host"), format!("no host {host:?}"))
                     })?,
-                    set: set.clone(),
+                    set: rp_patch(set)
+                        .map_err(|e| self.err(format!("event[{i}].set"), e.to_string()))?,
                 },
             };
             events.push((Instant::ZERO + ev.at, action));

@@ -7,13 +7,14 @@
 //!   link (2 × delay × S: a veth pair has no delay of its own, and the feedback loop must see
 //!   the simulator's round trip), ports between switches one direction each.
 //! * [`agent_config`]: the `rp-agent --config` text of a host: its `[host.X.agent]` table with
-//!   rates ÷ S and the loop's times × S, and the veth pacing defaults.
+//!   every rate ÷ S and every time × S (the configuration types' `Scale`), and the veth
+//!   pacing defaults.
 //! * [`agent_config_at`]: the same for a generator starting later, with every earlier host
 //!   event and uplink-rate change folded in.
 
 use std::path::Path;
 
-use cnm_proto::{Duration, Rate};
+use cnm_proto::{Duration, Rate, Scale};
 use rp_agent::gen::Pattern;
 
 use super::super::world::Scaling;
@@ -38,9 +39,43 @@ fn s(v: impl std::fmt::Display) -> toml::Value {
     toml::Value::String(v.to_string())
 }
 
-/// The `rp-agent --config` text of a host: its `[host.X.agent]` table with the rates ÷ S, the
-/// RP timer, the adaptive byte counter's time constant and the explicit-rate timeout × S, and
-/// the veth pacing defaults.
+/// Writes into `table` every setting whose value time scaling changed: the leaves of
+/// `scaled` that differ from `parsed` (both the typed configuration read from `table`), at
+/// their paths. What scaling covers is the configuration types' `Scale`, not a list here.
+fn overlay_scaled<T: serde::Serialize>(
+    table: &mut toml::Table,
+    parsed: &T,
+    scaled: &T,
+) -> anyhow::Result<()> {
+    fn merge(t: &mut toml::Table, a: &toml::Table, b: &toml::Table) {
+        for (k, vb) in b {
+            match (a.get(k), vb) {
+                (Some(va), _) if va == vb => {}
+                (Some(toml::Value::Table(ta)), toml::Value::Table(tb)) => {
+                    let sub = t
+                        .entry(k.clone())
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                    if let Some(st) = sub.as_table_mut() {
+                        merge(st, ta, tb);
+                    }
+                }
+                _ => {
+                    t.insert(k.clone(), vb.clone());
+                }
+            }
+        }
+    }
+    merge(
+        table,
+        &toml::Table::try_from(parsed)?,
+        &toml::Table::try_from(scaled)?,
+    );
+    Ok(())
+}
+
+/// The `rp-agent --config` text of a host: its `[host.X.agent]` table with every rate ÷ S and
+/// every time × S (`AgentConfig`'s `Scale`: line rate, the RP rates, timer, adaptive byte
+/// counter's time constant, explicit-rate timeout, idle timeout), and the veth pacing defaults.
 pub fn agent_config(
     sc: &Scenario,
     host: &str,
@@ -64,27 +99,14 @@ pub fn agent_config(
         .clone()
         .try_into()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("host.{host}.agent: {}", e.message()))?;
-    let sr = |x: Rate| s(crate::scenario::scale_rate(x, k.rate_div));
-    let sd = |x: Duration| s(crate::scenario::scale_dur(x, k.loop_mul));
-    t.insert("line_rate".into(), sr(cfg.line_rate));
+    // netns scales rates and loop times by the same S.
+    let given_catch_up = t.contains_key("catch_up");
+    overlay_scaled(&mut t, &cfg, &cfg.scale(k.loop_mul))?;
     t.entry("wire_overhead")
         .or_insert(toml::Value::Boolean(false));
-    t.entry("catch_up").or_insert_with(|| s("5ms"));
-    let mut rp = t
-        .get("rp")
-        .and_then(|v| v.as_table())
-        .cloned()
-        .unwrap_or_default();
-    rp.insert("rpg_time_reset".into(), sd(cfg.rp.rpg_time_reset));
-    rp.insert("rpg_ai_rate".into(), sr(cfg.rp.rpg_ai_rate));
-    rp.insert("rpg_hai_rate".into(), sr(cfg.rp.rpg_hai_rate));
-    rp.insert("rpg_min_rate".into(), sr(cfg.rp.rpg_min_rate));
-    rp.insert("rpg_adaptive_k".into(), sd(cfg.rp.rpg_adaptive_k));
-    rp.insert("rp_er_timeout".into(), sd(cfg.rp.rp_er_timeout));
-    if let Some(m) = cfg.rp.rpg_max_rate {
-        rp.insert("rpg_max_rate".into(), sr(m));
+    if !given_catch_up {
+        t.insert("catch_up".into(), s("5ms"));
     }
-    t.insert("rp".into(), toml::Value::Table(rp));
     Ok(toml::to_string(&t)?)
 }
 
@@ -104,6 +126,21 @@ pub fn switch_config(
         .get(sw)
         .and_then(|x| x.bridge.clone())
         .unwrap_or_default();
+    let given_shaper = bridge
+        .get("shaper")
+        .and_then(|v| v.as_table())
+        .cloned()
+        .unwrap_or_default();
+    // Every rate ÷ S and time × S (`BridgeConfig`'s `Scale`): PAUSE quanta are 512 bit times at
+    // the nominal rate, so ÷ S keeps their duration × S; the explicit-rate CP's interval and
+    // floor, the ageing time and a given catch-up follow too. netns scales rates and loop
+    // times by the same S.
+    let parsed: cp_switch::BridgeConfig = bridge
+        .clone()
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("switch.{sw}.bridge: {}", e.message()))?;
+    overlay_scaled(&mut bridge, &parsed, &parsed.scale(k.loop_mul))?;
+    // The veth line defaults where the scenario gives none (not scaled).
     let mut shaper = bridge
         .get("shaper")
         .and_then(|v| v.as_table())
@@ -115,42 +152,11 @@ pub fn switch_config(
         ("pad", toml::Value::Boolean(false)),
         ("catch_up", s("5ms")),
     ] {
-        shaper.entry(key).or_insert(v);
+        if !given_shaper.contains_key(key) {
+            shaper.insert(key.into(), v);
+        }
     }
     bridge.insert("shaper".into(), toml::Value::Table(shaper));
-    // PAUSE quanta are 512 bit times at the nominal rate: ÷ S keeps their duration × S.
-    let parsed: cp_switch::BridgeConfig = bridge
-        .clone()
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("switch.{sw}.bridge: {}", e.message()))?;
-    // The explicit-rate CP's interval and floor, when given, follow the time scale too.
-    if let Some(cp) = bridge.get_mut("cp").and_then(|v| v.as_table_mut()) {
-        if let Some(d) = parsed.cp.er_interval {
-            cp.insert(
-                "er_interval".into(),
-                s(crate::scenario::scale_dur(d, k.loop_mul)),
-            );
-        }
-        if let Some(r) = parsed.cp.er_min_rate {
-            cp.insert(
-                "er_min_rate".into(),
-                s(crate::scenario::scale_rate(r, k.rate_div)),
-            );
-        }
-    }
-    let mut lossless = bridge
-        .get("lossless")
-        .and_then(|v| v.as_table())
-        .cloned()
-        .unwrap_or_default();
-    lossless.insert(
-        "nominal_rate".into(),
-        s(crate::scenario::scale_rate(
-            parsed.lossless.nominal_rate,
-            k.rate_div,
-        )),
-    );
-    bridge.insert("lossless".into(), toml::Value::Table(lossless));
     let static_fdb = sc.topo.switch.get(sw).map_or(true, |x| x.static_fdb);
     if static_fdb {
         let macs = sc.topo.host_macs();
