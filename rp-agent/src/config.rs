@@ -41,6 +41,18 @@ pub const MAX_FLOWS_LIMIT: usize = 4096;
 /// Largest frame the agent queues (octets, without FCS): a 9000-octet jumbo payload plus
 /// headers. Longer frames are refused with [`crate::HostError::TooLong`].
 pub const MAX_FRAME: usize = 9216;
+/// Largest rate anywhere in the configuration (`line_rate`, the `rpg_*` rates): 10 Tb/s, above
+/// every Ethernet rate (802.3 defines up to 800 Gb/s), and low enough that rate × time
+/// products in nanoseconds stay far from overflow.
+pub const MAX_RATE: Rate = Rate::from_bps(10_000_000_000_000);
+/// Largest queue (`queue_limit` per flow, `host_queue_limit`) and `rpg_byte_reset`: 1 GiB.
+/// Flows × `queue_limit` is bounded too ([`MAX_QUEUED_TOTAL`]).
+pub const MAX_QUEUE: Bytes = Bytes::new(1 << 30);
+/// Largest total of the flow queues when every one is full, `max_flows` × `queue_limit`:
+/// 16 GiB, what a 24 GiB machine can hold beside the rest of the process.
+pub const MAX_QUEUED_TOTAL: Bytes = Bytes::new(16 << 30);
+/// Largest `event_capacity`: 2^20 events.
+pub const MAX_EVENT_CAPACITY: usize = 1 << 20;
 /// Largest `rpg_bs_max_cps`: QCN/BS entries of one flow (a path through more congestion points
 /// than this is not a data centre path).
 pub const MAX_BS_CPS: usize = 64;
@@ -420,9 +432,13 @@ impl AgentConfig {
                 format!("must be in 1..={MAX_FLOWS_LIMIT}"),
             ));
         }
-        if self.event_capacity == 0 {
-            return Err(ConfigError::new("event_capacity", "must be at least 1"));
+        if self.event_capacity == 0 || self.event_capacity > MAX_EVENT_CAPACITY {
+            return Err(ConfigError::new(
+                "event_capacity",
+                format!("must be in 1..={MAX_EVENT_CAPACITY}"),
+            ));
         }
+        self.validate_bounds()?;
         let rp = &self.rp;
         if rp.rpg_byte_reset.get() < 2 {
             return Err(ConfigError::new(
@@ -481,6 +497,49 @@ impl AgentConfig {
         }
         if rp.rp_er_timeout == Duration::ZERO {
             return Err(ConfigError::new("rp.rp_er_timeout", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+impl AgentConfig {
+    /// The size and rate bounds (what one machine can hold).
+    fn validate_bounds(&self) -> Result<(), ConfigError> {
+        let rp = &self.rp;
+        for (field, r) in [
+            ("line_rate", Some(self.line_rate)),
+            ("rp.rpg_ai_rate", Some(rp.rpg_ai_rate)),
+            ("rp.rpg_hai_rate", Some(rp.rpg_hai_rate)),
+            ("rp.rpg_min_rate", Some(rp.rpg_min_rate)),
+            ("rp.rpg_max_rate", rp.rpg_max_rate),
+        ] {
+            if r.is_some_and(|r| r > MAX_RATE) {
+                return Err(ConfigError::new(field, format!("above {MAX_RATE}")));
+            }
+        }
+        for (field, b) in [
+            ("queue_limit", self.queue_limit),
+            ("host_queue_limit", self.host_queue_limit),
+            ("rp.rpg_byte_reset", rp.rpg_byte_reset),
+        ] {
+            if b > MAX_QUEUE {
+                return Err(ConfigError::new(
+                    field,
+                    format!("{b} is above {MAX_QUEUE} (1 GiB)"),
+                ));
+            }
+        }
+        // Both bounded above: no overflow.
+        let total = self.queue_limit.get() * self.max_flows as u64;
+        if total > MAX_QUEUED_TOTAL.get() {
+            return Err(ConfigError::new(
+                "queue_limit",
+                format!(
+                    "max_flows ({}) × queue_limit = {} is above {MAX_QUEUED_TOTAL} (16 GiB)",
+                    self.max_flows,
+                    Bytes::new(total)
+                ),
+            ));
         }
         Ok(())
     }
