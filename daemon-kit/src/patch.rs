@@ -109,7 +109,7 @@ pub fn from_table<P: DeserializeOwned>(set: &toml::Table) -> Result<P, PatchErro
     }
     set.clone().try_into::<P>().map_err(|e: toml::de::Error| {
         // Every key passed alone: what remains is two spellings of one field.
-        let key = set.keys().last().cloned().unwrap_or_default();
+        let key = set.keys().next_back().cloned().unwrap_or_default();
         PatchError::new(key, e.message())
     })
 }

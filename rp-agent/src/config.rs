@@ -45,7 +45,7 @@ pub const MAX_FRAME: usize = 9216;
 /// every Ethernet rate (802.3 defines up to 800 Gb/s), and low enough that rate × time
 /// products in nanoseconds stay far from overflow.
 pub const MAX_RATE: Rate = Rate::from_bps(10_000_000_000_000);
-/// Largest queue (`queue_limit` per flow, `host_queue_limit`) and `rpg_byte_reset`: 1 GiB.
+/// Largest queue (`queue_limit` per flow, `host_queue_limit`): 1 GiB.
 /// Flows × `queue_limit` is bounded too ([`MAX_QUEUED_TOTAL`]).
 pub const MAX_QUEUE: Bytes = Bytes::new(1 << 30);
 /// Largest total of the flow queues when every one is full, `max_flows` × `queue_limit`:
@@ -520,7 +520,6 @@ impl AgentConfig {
         for (field, b) in [
             ("queue_limit", self.queue_limit),
             ("host_queue_limit", self.host_queue_limit),
-            ("rp.rpg_byte_reset", rp.rpg_byte_reset),
         ] {
             if b > MAX_QUEUE {
                 return Err(ConfigError::new(

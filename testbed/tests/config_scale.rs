@@ -239,9 +239,9 @@ fn every_rate_and_time_of_the_patches_is_scaled() {
         culprit: Some(Culprit::OccupancyRandom),
         max_flows: Some(64),
         fqcn_weights: Some(vec![FlowWeight {
-            mac: None,
+            mac: Some(mac(7)),
             vid: Some(1),
-            priority: None,
+            priority: Some(2),
             weight: 2,
         }]),
         er_interval: Some(Duration::from_millis(3)),
