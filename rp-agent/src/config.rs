@@ -619,6 +619,15 @@ pub struct RpPatch {
     /// [`RpParams::rp_er_timeout`].
     #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rp_er_timeout")]
     pub rp_er_timeout: Option<Duration>,
+    /// [`RpParams::rp_clamp_tgt_rate`].
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        alias = "rp.rp_clamp_tgt_rate"
+    )]
+    pub rp_clamp_tgt_rate: Option<ClampTgtRate>,
+    /// [`RpParams::rp_release`].
+    #[serde(skip_serializing_if = "Option::is_none", alias = "rp.rp_release")]
+    pub rp_release: Option<Release>,
 }
 
 impl RpPatch {
@@ -712,6 +721,8 @@ impl RpParams {
             rpg_adaptive_k,
             rpg_bs_max_cps,
             rp_er_timeout,
+            rp_clamp_tgt_rate,
+            rp_release,
         } = *patch;
         fn set<T>(to: &mut T, from: Option<T>) {
             if let Some(v) = from {
@@ -733,6 +744,8 @@ impl RpParams {
         set(&mut self.rpg_adaptive_k, rpg_adaptive_k);
         set(&mut self.rpg_bs_max_cps, rpg_bs_max_cps);
         set(&mut self.rp_er_timeout, rp_er_timeout);
+        set(&mut self.rp_clamp_tgt_rate, rp_clamp_tgt_rate);
+        set(&mut self.rp_release, rp_release);
     }
 }
 

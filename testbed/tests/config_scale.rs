@@ -11,9 +11,10 @@ use cp_switch::config::{
     BufferConfig, CndDefense, FdbConfig, LosslessConfig, OutputFullPolicy, PriorityPolicy,
     SchedulerConfig, ShaperConfig, StaticEntry,
 };
+use cp_switch::cp::qcn::SampleTable;
 use cp_switch::cp::FlowWeight;
 use cp_switch::{BridgeConfig, CpConfig, CpMode, CpPatch, Culprit, LosslessMode, Placement};
-use rp_agent::{AgentConfig, FlowKeyMode, RpMode, RpParams, RpPatch};
+use rp_agent::{AgentConfig, ClampTgtRate, FlowKeyMode, Release, RpMode, RpParams, RpPatch};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -96,6 +97,7 @@ fn full_cp() -> CpConfig {
         cp_queue_set_point: Bytes::new(33_000),
         cp_feedback_weight: 4,
         cp_min_sample_base: Bytes::new(120_000),
+        cp_sample_table: SampleTable::PseudoCode,
         cnm_priority: 7,
         cp_min_header_octets: 48,
         culprit: Culprit::Arrival,
@@ -181,6 +183,8 @@ fn full_rp() -> RpParams {
         rpg_adaptive_k: Duration::from_micros(300),
         rpg_bs_max_cps: 6,
         rp_er_timeout: Duration::from_millis(500),
+        rp_clamp_tgt_rate: ClampTgtRate::AfterTimeInc,
+        rp_release: Release::LineRate,
     }
 }
 
@@ -234,6 +238,7 @@ fn every_rate_and_time_of_the_patches_is_scaled() {
         cp_queue_set_point: Some(Bytes::new(20_000)),
         cp_feedback_weight: Some(8),
         cp_min_sample_base: Some(Bytes::new(3_000)),
+        cp_sample_table: Some(SampleTable::FqcnPaper),
         cnm_priority: Some(5),
         cp_min_header_octets: Some(32),
         culprit: Some(Culprit::OccupancyRandom),
@@ -267,6 +272,8 @@ fn every_rate_and_time_of_the_patches_is_scaled() {
         rpg_adaptive_k: Some(Duration::from_micros(200)),
         rpg_bs_max_cps: Some(4),
         rp_er_timeout: Some(Duration::from_millis(200)),
+        rp_clamp_tgt_rate: Some(ClampTgtRate::Always),
+        rp_release: Some(Release::LineRate),
     };
     let seen = check("rp_patch", &rp);
     assert_eq!((seen.rates, seen.times), (4, 3), "{seen:?}");

@@ -303,6 +303,9 @@ pub struct CpPatch {
     /// [`CpConfig::cp_min_sample_base`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cp_min_sample_base: Option<Bytes>,
+    /// [`CpConfig::cp_sample_table`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cp_sample_table: Option<qcn::SampleTable>,
     /// [`CpConfig::cnm_priority`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cnm_priority: Option<u8>,
@@ -412,6 +415,7 @@ impl CpConfig {
             cp_queue_set_point,
             cp_feedback_weight,
             cp_min_sample_base,
+            cp_sample_table,
             cnm_priority,
             cp_min_header_octets,
             culprit,
@@ -434,6 +438,7 @@ impl CpConfig {
         set(&mut self.cp_queue_set_point, cp_queue_set_point);
         set(&mut self.cp_feedback_weight, cp_feedback_weight);
         set(&mut self.cp_min_sample_base, cp_min_sample_base);
+        set(&mut self.cp_sample_table, cp_sample_table);
         set(&mut self.cnm_priority, cnm_priority);
         set(&mut self.cp_min_header_octets, cp_min_header_octets);
         set(&mut self.culprit, culprit);
