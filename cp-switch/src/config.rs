@@ -436,7 +436,7 @@ impl ConfigError {
 
 /// Time scaling ([`cnm_proto::scale`]): the ports' rates and delays, the ageing time, the
 /// nominal rate that converts PAUSE quanta to time (so a quantum of 512 bit times lasts S times
-/// longer), the shaper's catch-up and the congestion points' rates and times. Octets, counts,
+/// longer) and the PAUSE storm watchdog, the shaper's catch-up and the congestion points' rates and times. Octets, counts,
 /// priorities and the scheduler's weights are unchanged.
 impl Scale for BridgeConfig {
     fn scale(&self, s: f64) -> Self {
@@ -494,6 +494,7 @@ impl Scale for LosslessConfig {
     fn scale(&self, s: f64) -> Self {
         LosslessConfig {
             nominal_rate: self.nominal_rate.scale(s),
+            watchdog: self.watchdog.scale(s),
             ..self.clone()
         }
     }

@@ -144,6 +144,7 @@ fn full_bridge() -> BridgeConfig {
             delay_line: Bytes::new(3_000_000),
             control_frames: 32,
             on_output_full: OutputFullPolicy::Drop,
+            voq_alpha: 1.5,
         },
         lossless: LosslessConfig {
             mode: LosslessMode::Pfc,
@@ -151,6 +152,7 @@ fn full_bridge() -> BridgeConfig {
             qlow: Bytes::new(40_000),
             quanta: 1234,
             nominal_rate: Rate::from_gbps(10),
+            watchdog: Duration::from_millis(50),
         },
         scheduler: SchedulerConfig {
             policy: PriorityPolicy::Dwrr,
@@ -205,6 +207,7 @@ fn full_agent() -> AgentConfig {
         rp_mode: RpMode::AdaptiveBc,
         rp: full_rp(),
         event_capacity: 1000,
+        cnm_bridges: vec![mac(0x20)],
     }
 }
 
@@ -212,8 +215,8 @@ fn full_agent() -> AgentConfig {
 fn every_rate_and_time_of_the_bridge_configuration_is_scaled() {
     let seen = check("bridge", &full_bridge());
     // ports[0].rate, lossless.nominal_rate, cp.er_min_rate; ports[0].delay, fdb.ageing,
-    // shaper.catch_up, cp.er_interval.
-    assert_eq!((seen.rates, seen.times), (3, 4), "{seen:?}");
+    // lossless.watchdog, shaper.catch_up, cp.er_interval.
+    assert_eq!((seen.rates, seen.times), (3, 5), "{seen:?}");
     let seen = check("cp", &full_cp());
     assert_eq!((seen.rates, seen.times), (1, 1), "{seen:?}");
 }
