@@ -260,43 +260,43 @@ pub fn bridge(data: &[u8]) {
 /// as the sockets read them, and the `set cp` / `set rp` operands applied to the default
 /// settings and to a bridge: every line is a command or an error message, never a panic.
 pub fn ctl_command(data: &[u8]) {
-    use daemon_kit::ctl::overrides_table;
+    use daemon_kit::patch::from_pairs;
     let text = String::from_utf8_lossy(data);
     let mut bridge: Option<cp_switch::Bridge> = None;
     for line in text.lines().take(16) {
         let words: Vec<&str> = line.split_whitespace().collect();
         match switch_ctl::Command::parse(&words) {
             Ok(switch_ctl::Command::SetCp { set }) => {
-                let t = overrides_table(&set);
-                if let Ok(cfg) = cp_switch::CpConfig::default().with_overrides(&t) {
-                    assert!(
-                        cfg.validate().is_ok(),
-                        "with_overrides returns valid settings"
-                    );
+                if let Ok(patch) = from_pairs::<cp_switch::CpPatch>(&set) {
+                    if let Ok(cfg) = cp_switch::CpConfig::default().patched(&patch) {
+                        assert!(cfg.validate().is_ok(), "patched returns valid settings");
+                    }
+                    let b = bridge.get_or_insert_with(|| {
+                        cp_switch::Bridge::new(
+                            cp_switch::BridgeConfig::with_ports(vec![
+                                cp_switch::PortConfig::new("a"),
+                                cp_switch::PortConfig::new("b"),
+                            ]),
+                            cnm_proto::rng::Rng::new(1),
+                        )
+                        .expect("a valid configuration")
+                    });
+                    let _ = b.apply_cp_patch(&patch);
                 }
-                let b = bridge.get_or_insert_with(|| {
-                    cp_switch::Bridge::new(
-                        cp_switch::BridgeConfig::with_ports(vec![
-                            cp_switch::PortConfig::new("a"),
-                            cp_switch::PortConfig::new("b"),
-                        ]),
-                        cnm_proto::rng::Rng::new(1),
-                    )
-                    .expect("a valid configuration")
-                });
-                let _ = b.apply_cp_overrides(&t);
             }
             Ok(_) => {}
             Err(e) => assert!(!e.is_empty()),
         }
         match agent_ctl::Command::parse(&words) {
             Ok(agent_ctl::Command::SetRp { set }) => {
-                let t = overrides_table(&set);
-                if let Ok(cfg) = rp_agent::config::AgentConfig::default().with_rp_overrides(&t) {
-                    assert!(
-                        cfg.validate().is_ok(),
-                        "with_rp_overrides returns valid settings"
-                    );
+                if let Ok(patch) = from_pairs::<rp_agent::RpPatch>(&set) {
+                    if let Ok(cfg) = rp_agent::config::AgentConfig::default().with_rp_patch(&patch)
+                    {
+                        assert!(
+                            cfg.validate().is_ok(),
+                            "with_rp_patch returns valid settings"
+                        );
+                    }
                 }
             }
             Ok(agent_ctl::Command::SetRate(r)) => assert!(r.bps() > 0),
