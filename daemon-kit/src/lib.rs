@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod config_file;
 pub mod ctl;
 pub mod error;
 pub mod exposition;

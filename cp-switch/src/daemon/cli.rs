@@ -321,15 +321,24 @@ pub struct RunArgs {
 
 impl RunArgs {
     /// Reads `--config` if given and overlays the flags on it.
+    /// A port named twice (on the command line or in the file) is refused: two rings on one
+    /// interface would each see every frame and forward it twice.
     pub fn resolve(self) -> Result<RunArgs, String> {
-        let Some(path) = self.config.clone() else {
-            return Ok(self);
+        let args = match self.config.clone() {
+            None => self,
+            Some(path) => {
+                let text = daemon_kit::config_file::read(&path)
+                    .map_err(|e| format!("config {}: {e}", path.display()))?;
+                let file: RunArgs =
+                    toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
+                file.overlay(self)
+            }
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("config {}: {e}", path.display()))?;
-        let file: RunArgs =
-            toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))?;
-        Ok(file.overlay(self))
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = args.ports.iter().find(|p| !seen.insert(p.name.as_str())) {
+            return Err(format!("--port: {} is given more than once", dup.name));
+        }
+        Ok(args)
     }
 
     /// `self` (from the file) with every flag that was given in `flags` replacing it.
@@ -375,6 +384,17 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_given_twice_is_refused() {
+        use clap::Parser;
+        let f =
+            Flags::try_parse_from(["cp-switch", "--port", "p1", "--port", "p2", "--port", "p1"]);
+        let e = f.unwrap().run.resolve().unwrap_err();
+        assert!(e.contains("p1 is given more than once"), "{e}");
+        let ok = Flags::try_parse_from(["cp-switch", "--port", "p1", "--port", "p2"]);
+        assert!(ok.unwrap().run.resolve().is_ok());
+    }
 
     #[test]
     fn port_specs_parse() {

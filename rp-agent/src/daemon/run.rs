@@ -80,7 +80,7 @@ impl AgentArgs {
     pub fn agent_config(&self, mac: Option<EthernetAddress>) -> Result<AgentConfig, DaemonError> {
         let mut cfg = match &self.config {
             Some(p) => {
-                let text = std::fs::read_to_string(p)
+                let text = daemon_kit::config_file::read(p)
                     .map_err(|e| DaemonError::Config(format!("config {}: {e}", p.display())))?;
                 toml::from_str::<AgentConfig>(&text)
                     .map_err(|e| DaemonError::Config(format!("config {}: {e}", p.display())))?

@@ -245,12 +245,12 @@ pub fn load(spec: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
         return parse(text, &format!("builtin:{spec}"), spec, sets);
     }
     let path = Path::new(spec);
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let text = daemon_kit::config_file::read(path).map_err(|e| ScenarioError {
         file: spec.to_string(),
         line: None,
         field: "(file)".into(),
         msg: if path.exists() {
-            e.to_string()
+            e
         } else {
             format!(
                 "no such file, and not a built-in scenario (built-ins: {})",
