@@ -479,11 +479,15 @@ pub fn client(path: &Path, words: &[String]) -> Result<Value, ClientError> {
     })?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|e| gone(e.to_string()))?;
-    writeln!(s, "{}", words.join(" ")).map_err(|e| gone(format!("send: {e}")))?;
+    // A server that refuses the connection (too many clients) answers and closes at once, so
+    // the command may meet a closed socket (EPIPE): its answer is still waiting to be read.
+    let sent = writeln!(s, "{}", words.join(" "));
     let mut line = String::new();
-    BufReader::new(&s)
-        .read_line(&mut line)
-        .map_err(|e| gone(format!("receive: {e}")))?;
+    let received = BufReader::new(&s).read_line(&mut line);
+    if line.is_empty() {
+        sent.map_err(|e| gone(format!("send: {e}")))?;
+    }
+    received.map_err(|e| gone(format!("receive: {e}")))?;
     let v: Value =
         serde_json::from_str(&line).map_err(|e| gone(format!("bad answer {line:?}: {e}")))?;
     if v["ok"] == Value::Bool(true) {
