@@ -924,8 +924,16 @@ impl Topology {
         let sim = b
             .build()
             .map_err(|e| self.err("(topology)", e.to_string()))?;
-        let mut events = Vec::with_capacity(self.event.len());
         self.check_param_events(&switch_cfgs, &host_cfgs)?;
+        let events = self.event_actions(&sim)?;
+        built.bottleneck = self.check_outputs(&sim)?;
+        Ok((sim, built, events))
+    }
+
+    /// Every `[[event]]` as the engine action it becomes, in file order, each checked against
+    /// the built simulation (links and nodes named, rates above zero, patches typed).
+    fn event_actions(&self, sim: &Sim) -> Result<Vec<(Instant, Action)>, TopoError> {
+        let mut events = Vec::with_capacity(self.event.len());
         for (i, ev) in self.event.iter().enumerate() {
             let kind = ev
                 .kind()
@@ -965,8 +973,14 @@ impl Topology {
             };
             events.push((Instant::ZERO + ev.at, action));
         }
+        Ok(events)
+    }
+
+    /// Checks the `[output]` links against the built simulation; the bottleneck's link id.
+    fn check_outputs(&self, sim: &Sim) -> Result<Option<LinkId>, TopoError> {
+        let mut bottleneck = None;
         if let Some(bn) = &self.output.bottleneck {
-            built.bottleneck = Some(
+            bottleneck = Some(
                 sim.link_id(bn)
                     .ok_or_else(|| self.err("output.bottleneck", format!("no link {bn:?}")))?,
             );
@@ -979,7 +993,7 @@ impl Topology {
                 ));
             }
         }
-        Ok((sim, built, events))
+        Ok(bottleneck)
     }
 }
 
