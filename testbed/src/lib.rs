@@ -10,6 +10,8 @@
 //! * [`bins`] — where the workspace's binaries are (next to the running program).
 //! * [`analysis`] — the run model both worlds fill, trace reader, metrics (Jain, max-min
 //!   shares, convergence, queue statistics), fidelity check, `summary.json`.
+//! * [`sweep`] — `testbed sweep`: a scenario over a grid of seeds and overrides, run in
+//!   parallel or emitted for a cluster runner, summarised per grid point.
 //! * [`report`] — results directory: CSV, plots, `report.md`, comparisons, terminal tables.
 #![forbid(unsafe_code)]
 
@@ -22,3 +24,4 @@ pub mod run;
 pub mod scenario;
 pub mod signals;
 pub mod sim;
+pub mod sweep;

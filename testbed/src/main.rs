@@ -11,6 +11,9 @@
 //! testbed list
 //! testbed compare SCENARIO --modes qcn,off [--mode netns|sim] [--out DIR] [--set K=V]...
 //! testbed sim TOPOLOGY.toml
+//! testbed sweep SCENARIO [--seeds 1..20] [--set K=V1,V2]... [--criterion 'f1.share_ratio>=0.8']
+//!              [--jobs N] [--out DIR] [--emit commands|slurm] [--json]
+//! testbed sweep --merge DIR [--criterion ...] [--json]
 //! ```
 #![forbid(unsafe_code)]
 
@@ -41,6 +44,9 @@ enum Command {
     Compare(CompareCmd),
     /// Run a topology in the deterministic virtual-time simulator.
     Sim(testbed::sim::cli::SimArgs),
+    /// Run a scenario over many seeds and parameter values (in parallel, or emitted for a
+    /// cluster runner) and summarise per grid point.
+    Sweep(testbed::sweep::SweepArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(Bench),
@@ -276,6 +282,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Sweep(args) => {
+            signals::install().context("installing signal handlers")?;
+            match testbed::sweep::main(&args)? {
+                testbed::sweep::Outcome::Emitted => Ok(ExitCode::SUCCESS),
+                testbed::sweep::Outcome::Summary(s, failed) => {
+                    if args.json {
+                        println!("{}", serde_json::to_string_pretty(&s)?);
+                    } else {
+                        print!("{}", s.table());
+                    }
+                    if failed > 0 {
+                        eprintln!("testbed: {failed} run(s) of the sweep failed (see their logs)");
+                        return Ok(ExitCode::FAILURE);
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
         }
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;
