@@ -3,6 +3,7 @@
 //! ```text
 //! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
+//! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--json]
 //! testbed down [--all] [--dry-run] [--json]
 //! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--capture] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
@@ -206,6 +207,28 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// iperf3 TCP through rp-agent + cp-switch + rp-agent against the Linux bridge, and
+    /// through a shaped 1 Gb/s bottleneck with QCN active.
+    App {
+        /// Measured time of each iperf3 test (whole seconds).
+        #[arg(long, default_value = "5s")]
+        duration: Duration,
+        /// Omitted start of each test (whole seconds, iperf3 -O).
+        #[arg(long, default_value = "1s")]
+        warmup: Duration,
+        /// Rounds (bridge, agents and shaped interleaved; medians reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Skip the shaped bottleneck.
+        #[arg(long)]
+        no_shaped: bool,
+        /// The iperf3 binary.
+        #[arg(long, default_value = "iperf3")]
+        iperf3: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -394,6 +417,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 rp_agent: testbed::bins::path("rp-agent"),
             };
             let report = testbed::bench::qcn::run(&cfg)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::App {
+            duration,
+            warmup,
+            rounds,
+            no_shaped,
+            iperf3,
+            json,
+        }) => {
+            signals::install().context("installing signal handlers")?;
+            let cfg = testbed::bench::app::Config {
+                duration,
+                warmup,
+                rounds,
+                no_shaped,
+                cp_switch: testbed::bins::path("cp-switch"),
+                rp_agent: testbed::bins::path("rp-agent"),
+                iperf3,
+            };
+            let report = testbed::bench::app::run(&cfg)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

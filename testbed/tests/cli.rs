@@ -295,3 +295,41 @@ fn mode_flags_run_in_the_simulator() {
     assert_eq!(v["variant"], "fqcn_adaptive-bc");
     assert!(v["jain"].as_f64().unwrap() > 0.9, "{v}");
 }
+
+#[test]
+fn bench_app_json_smoke() {
+    if !can_run_network_tests("bench_app_json_smoke") {
+        return;
+    }
+    if Command::new("iperf3").arg("--version").output().is_err() {
+        eprintln!("skipping bench_app_json_smoke: iperf3 is not installed");
+        return;
+    }
+    let out = Command::new(BIN)
+        .args([
+            "bench",
+            "app",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["error"].is_null(), "{report}");
+    for path in ["bridge", "agents", "shaped"] {
+        let p = &report[path];
+        assert!(p["error"].is_null(), "{path}: {p}");
+        let rounds = p["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 1, "{path}: {p}");
+        assert!(rounds[0]["gbps"].as_f64().unwrap() > 0.0, "{path}: {p}");
+    }
+    assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
+    assert!(report["shaped_share"].as_f64().unwrap() > 0.0, "{report}");
+}

@@ -5,7 +5,10 @@
 //!   and counter ([`blast`]).
 //! * [`qcn`] — `testbed bench qcn`: CNM reaction latency, forwarding cost of CP sampling,
 //!   rp-agent throughput with 1 and 64 rate-limited flows.
+//! * [`app`] — `testbed bench app`: iperf3 TCP through the agents and cp-switch against the
+//!   Linux bridge, side by side, and through a shaped 1 Gb/s bottleneck with QCN active.
 
+pub mod app;
 pub mod blast;
 pub mod forwarding;
 pub mod frame;

@@ -238,14 +238,14 @@ pub fn run(cfg: &Config) -> Result<QcnReport, BenchError> {
     Ok(report)
 }
 
-fn other(role: &'static str, msg: impl Into<String>) -> BenchError {
+pub(super) fn other(role: &'static str, msg: impl Into<String>) -> BenchError {
     BenchError::Io {
         role,
         source: std::io::Error::other(msg.into()),
     }
 }
 
-fn sleep(d: std::time::Duration) -> Result<(), BenchError> {
+pub(super) fn sleep(d: std::time::Duration) -> Result<(), BenchError> {
     if signals::sleep_or_interrupted(d) {
         return Err(signals::Interrupted.into());
     }
@@ -253,7 +253,11 @@ fn sleep(d: std::time::Duration) -> Result<(), BenchError> {
 }
 
 /// Waits until `path` exists (a daemon's control socket) or `child` exits.
-fn wait_for_socket(child: &mut Child, path: &Path, log: &Path) -> Result<(), BenchError> {
+pub(super) fn wait_for_socket(
+    child: &mut Child,
+    path: &Path,
+    log: &Path,
+) -> Result<(), BenchError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     while !path.exists() {
         if !child.is_running() || std::time::Instant::now() > deadline {
@@ -266,10 +270,10 @@ fn wait_for_socket(child: &mut Child, path: &Path, log: &Path) -> Result<(), Ben
 }
 
 /// A working directory under the temporary directory, removed on drop.
-struct WorkDir(PathBuf);
+pub(super) struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn new(lab: &Lab) -> Result<WorkDir, BenchError> {
+    pub(super) fn new(lab: &Lab) -> Result<WorkDir, BenchError> {
         let p = std::env::temp_dir().join(format!("{}-qcn", lab.prefix()));
         std::fs::create_dir_all(&p).map_err(|source| BenchError::Io {
             role: "workdir",
@@ -277,7 +281,7 @@ impl WorkDir {
         })?;
         Ok(WorkDir(p))
     }
-    fn path(&self, name: &str) -> PathBuf {
+    pub(super) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
 }

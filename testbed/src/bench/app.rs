@@ -1,0 +1,492 @@
+//! `testbed bench app`: an application (iperf3 TCP) through the agents, against the Linux
+//! bridge on the same topology, side by side (numbers only, nothing asserted).
+//!
+//! Three labs are built once, in unique namespaces, and kept up for the whole run:
+//!
+//! * **bridge** — `b1:eth0 — br:p1 [Linux bridge br0] br:p2 — b2:eth0`; the hosts' stacks
+//!   speak on `eth0` directly.
+//! * **agents** — `a1:qcn0 [rp-agent] a1:eth0 — sw:p1 [cp-switch] sw:p2 — a2:eth0 [rp-agent]
+//!   a2:qcn0`, the way the namespace runner wires a host whose stack sends through its
+//!   agent: the host's address is on the TAP, the agent carries its frames to the uplink and
+//!   back. Nothing is shaped: the agents' line rate is [`UNSHAPED_LINE`], far above what
+//!   either path forwards, and the switch's ports have no rate.
+//! * **shaped** — the agents' topology with the switch's egress towards the receiver shaped to
+//!   [`SHAPED_RATE`] and an output congestion point on it (QCN active: the switch samples,
+//!   sends CNMs, the sending agent limits its flow). The agents' line rate is
+//!   [`SHAPED_LINE`], so the switch, not the agent, is the bottleneck.
+//!
+//! Every veth end has its offloads off (`ethtool -K … tso gso gro tx rx sg off`), the TAPs
+//! too, so both paths carry the same frames of at most one MTU: what differs is only the
+//! forwarding element. (The agents' TAP MTU is 8 octets below the uplink's, for the 802.1Q
+//! tag and CN-TAG; the bridge's hosts keep 1500.)
+//!
+//! Each round runs one `iperf3 -J` TCP test on the bridge, then one on the agents, then one on
+//! the shaped lab; the report gives every round, the medians and the ratio
+//! agents / bridge. Goodput is iperf3's receiver-side `bits_per_second` (TCP payload), with
+//! the first `warmup` seconds omitted (`iperf3 -O`).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use cnm_proto::Duration;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::qcn::{other, sleep, wait_for_socket, WorkDir};
+use super::BenchError;
+use crate::netns::{self, Child, Lab, Namespace};
+
+/// The agents' line rate when nothing is shaped.
+pub const UNSHAPED_LINE: &str = "40gbit";
+/// The switch egress rate of the shaped lab.
+pub const SHAPED_RATE: &str = "1gbit";
+/// [`SHAPED_RATE`] in Gb/s, for the goodput ratio.
+pub const SHAPED_GBPS: f64 = 1.0;
+/// The agents' line rate in the shaped lab (above the bottleneck).
+pub const SHAPED_LINE: &str = "10gbit";
+/// The iperf3 server port.
+const PORT: &str = "5201";
+
+/// Settings of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Measured time of each iperf3 test (whole seconds, at least 1).
+    pub duration: Duration,
+    /// Omitted start of each test (whole seconds, `iperf3 -O`).
+    pub warmup: Duration,
+    /// Rounds (each runs bridge, agents, shaped in turn).
+    pub rounds: usize,
+    /// Skip the shaped lab.
+    pub no_shaped: bool,
+    /// The cp-switch binary.
+    pub cp_switch: PathBuf,
+    /// The rp-agent binary.
+    pub rp_agent: PathBuf,
+    /// The iperf3 binary.
+    pub iperf3: PathBuf,
+}
+
+/// One iperf3 test.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Test {
+    /// Receiver-side goodput, Gb/s.
+    pub gbps: f64,
+    /// Sender retransmissions.
+    pub retransmits: u64,
+}
+
+/// One path over the rounds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PathRun {
+    /// Every round's test.
+    pub rounds: Vec<Test>,
+    /// Median goodput, Gb/s.
+    pub median_gbps: f64,
+    /// The first failure, if any round failed.
+    pub error: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AppReport {
+    /// h1 — Linux bridge — h2.
+    pub bridge: PathRun,
+    /// h1 — rp-agent — cp-switch — rp-agent — h2, nothing shaped.
+    pub agents: PathRun,
+    /// `agents.median_gbps / bridge.median_gbps`.
+    pub ratio: Option<f64>,
+    /// The shaped 1 Gb/s bottleneck through the agents, QCN active.
+    pub shaped: Option<PathRun>,
+    /// `shaped.median_gbps / SHAPED_GBPS`.
+    pub shaped_share: Option<f64>,
+    /// CNMs the shaped lab's switch sent over the whole run.
+    pub shaped_cnms: u64,
+    /// Building a lab failed.
+    pub error: Option<String>,
+    /// CPUs of the machine.
+    pub cpus: usize,
+}
+
+impl AppReport {
+    /// The printed table.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "Application benchmark: iperf3 TCP, one stream, offloads off ({} CPUs)",
+            self.cpus
+        );
+        let row = |s: &mut String, name: &str, p: &PathRun| {
+            let r: Vec<String> = p.rounds.iter().map(|t| format!("{:.3}", t.gbps)).collect();
+            let rt: u64 = p.rounds.iter().map(|t| t.retransmits).sum();
+            let _ = writeln!(
+                s,
+                "   {name:<34} {:>7.3} Gb/s  (rounds [{}], retransmits {rt})",
+                p.median_gbps,
+                r.join(", ")
+            );
+            if let Some(e) = &p.error {
+                let _ = writeln!(s, "   {name}: failed: {e}");
+            }
+        };
+        row(&mut s, "h1 - Linux bridge - h2", &self.bridge);
+        row(&mut s, "h1 - agent - cp-switch - agent - h2", &self.agents);
+        if let Some(r) = self.ratio {
+            let _ = writeln!(s, "   ratio agents/bridge {r:.3}");
+        }
+        if let Some(p) = &self.shaped {
+            let _ = writeln!(
+                s,
+                "\n   shaped {SHAPED_RATE} bottleneck, QCN active ({} CNMs sent)",
+                self.shaped_cnms
+            );
+            row(&mut s, "h1 - agent - cp-switch - agent - h2", p);
+            if let Some(r) = self.shaped_share {
+                let _ = writeln!(s, "   goodput / bottleneck {r:.3}");
+            }
+        }
+        if let Some(e) = &self.error {
+            let _ = writeln!(s, "   failed: {e}");
+        }
+        s
+    }
+}
+
+/// Whole seconds of `d`, at least `min`.
+fn secs(d: Duration, min: u64) -> u64 {
+    (d.as_secs_f64().ceil() as u64).max(min)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A built path: its namespaces, daemons and the address of the receiver.
+struct Built {
+    client: Namespace,
+    server_ip: String,
+    _daemons: Vec<Child>,
+    _server: Child,
+    /// The switch's control socket (agents' labs).
+    switch_ctl: Option<PathBuf>,
+}
+
+/// Runs the benchmark.
+pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
+    if !netns::is_root() {
+        return Err(BenchError::NotRoot);
+    }
+    let mut report = AppReport {
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
+        ..AppReport::default()
+    };
+    let lab = Lab::new("app")?;
+    let work = WorkDir::new(&lab)?;
+    let built = (|| -> Result<_, BenchError> {
+        let bridge = build_bridge(cfg, &lab, &work)?;
+        let agents = build_agents(cfg, &lab, &work, "a", None, UNSHAPED_LINE)?;
+        let shaped = if cfg.no_shaped {
+            None
+        } else {
+            Some(build_agents(
+                cfg,
+                &lab,
+                &work,
+                "s",
+                Some(SHAPED_RATE),
+                SHAPED_LINE,
+            )?)
+        };
+        Ok((bridge, agents, shaped))
+    })();
+    let (bridge, agents, shaped) = match built {
+        Ok(b) => b,
+        Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return Ok(report);
+        }
+    };
+    let mut shaped_path = shaped.as_ref().map(|_| PathRun::default());
+    for _ in 0..cfg.rounds.max(1) {
+        measure(cfg, &bridge, &mut report.bridge)?;
+        measure(cfg, &agents, &mut report.agents)?;
+        if let (Some(b), Some(p)) = (&shaped, shaped_path.as_mut()) {
+            measure(cfg, b, p)?;
+        }
+    }
+    let med = |p: &mut PathRun| {
+        let v: Vec<f64> = p.rounds.iter().map(|t| t.gbps).collect();
+        p.median_gbps = median(&v);
+    };
+    med(&mut report.bridge);
+    med(&mut report.agents);
+    if report.bridge.median_gbps > 0.0 && report.agents.median_gbps.is_finite() {
+        report.ratio = Some(report.agents.median_gbps / report.bridge.median_gbps);
+    }
+    if let Some(p) = shaped_path.as_mut() {
+        med(p);
+        if p.median_gbps.is_finite() {
+            report.shaped_share = Some(p.median_gbps / SHAPED_GBPS);
+        }
+    }
+    if let Some(ctl) = shaped.as_ref().and_then(|b| b.switch_ctl.as_deref()) {
+        report.shaped_cnms = cnms_sent(&cfg.cp_switch, ctl);
+    }
+    report.shaped = shaped_path;
+    drop((bridge, agents, shaped));
+    Ok(report)
+}
+
+/// One iperf3 test on `b`, appended to `p` (a failure is recorded, the run goes on).
+fn measure(cfg: &Config, b: &Built, p: &mut PathRun) -> Result<(), BenchError> {
+    match iperf(cfg, b) {
+        Ok(t) => p.rounds.push(t),
+        Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+        Err(e) => {
+            p.error.get_or_insert(e.to_string());
+        }
+    }
+    Ok(())
+}
+
+fn iperf(cfg: &Config, b: &Built) -> Result<Test, BenchError> {
+    let t = secs(cfg.duration, 1).to_string();
+    let omit = secs(cfg.warmup, 0).to_string();
+    let out = b.client.exec_output(&[
+        cfg.iperf3.as_os_str(),
+        "-c".as_ref(),
+        b.server_ip.as_ref(),
+        "-p".as_ref(),
+        PORT.as_ref(),
+        "-t".as_ref(),
+        t.as_ref(),
+        "-O".as_ref(),
+        omit.as_ref(),
+        "-J".as_ref(),
+    ])?;
+    if crate::signals::requested() {
+        return Err(crate::signals::Interrupted.into());
+    }
+    parse_iperf(&out.stdout)
+}
+
+/// Goodput and retransmissions from `iperf3 -J` client output.
+pub fn parse_iperf(json: &[u8]) -> Result<Test, BenchError> {
+    let v: Value = serde_json::from_slice(json)
+        .map_err(|e| other("iperf3", format!("unreadable output: {e}")))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(other("iperf3", e.to_owned()));
+    }
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .ok_or_else(|| other("iperf3", "no end.sum_received.bits_per_second"))?;
+    Ok(Test {
+        gbps: bps / 1e9,
+        retransmits: v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
+    })
+}
+
+/// The two hosts of a lab: veths with offloads off, addresses, IPv6 off.
+fn hosts(lab: &Lab, tag: &str) -> Result<(Namespace, Namespace, Namespace), BenchError> {
+    let h1 = lab.ns(&format!("{tag}1"))?;
+    let mid = lab.ns(&format!("{tag}sw"))?;
+    let h2 = lab.ns(&format!("{tag}2"))?;
+    for ns in [&h1, &mid, &h2] {
+        ns.disable_ipv6()?;
+    }
+    lab.veth((&h1, "eth0"), (&mid, "p1"))?
+        .offloads_off()?
+        .up()?;
+    lab.veth((&mid, "p2"), (&h2, "eth0"))?
+        .offloads_off()?
+        .up()?;
+    Ok((h1, mid, h2))
+}
+
+fn iperf_server(
+    cfg: &Config,
+    ns: &Namespace,
+    work: &WorkDir,
+    tag: &str,
+) -> Result<Child, BenchError> {
+    let log = work.path(&format!("iperf3-{tag}.log"));
+    let server = ns.spawn_logged(
+        &[
+            cfg.iperf3.as_os_str(),
+            "-s".as_ref(),
+            "-p".as_ref(),
+            PORT.as_ref(),
+        ],
+        &log,
+    )?;
+    // The listening socket (state 0A) appears in the namespace's /proc/net/tcp or tcp6 (a
+    // dual-stack socket) as port 5201 = 0x1451.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let tcp = ns
+            .exec(&["cat", "/proc/net/tcp", "/proc/net/tcp6"])
+            .unwrap_or_default();
+        if tcp
+            .lines()
+            .any(|l| l.contains(":1451 ") && l.contains(" 0A "))
+        {
+            return Ok(server);
+        }
+        if std::time::Instant::now() > deadline {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(other("iperf3 server", format!("not listening: {text}")));
+        }
+        sleep(std::time::Duration::from_millis(50))?;
+    }
+}
+
+fn build_bridge(cfg: &Config, lab: &Lab, work: &WorkDir) -> Result<Built, BenchError> {
+    let (h1, br, h2) = hosts(lab, "b")?;
+    br.add_bridge("br0", &["p1", "p2"])?;
+    h1.add_addr("eth0", "10.78.0.1/24")?;
+    h2.add_addr("eth0", "10.78.0.2/24")?;
+    let server = iperf_server(cfg, &h2, work, "b")?;
+    Ok(Built {
+        client: h1,
+        server_ip: "10.78.0.2".into(),
+        _daemons: Vec::new(),
+        _server: server,
+        switch_ctl: None,
+    })
+}
+
+/// The agents' lab `tag` (`a` or `s`): cp-switch in the middle (egress towards the receiver
+/// shaped to `shaped` with an output CP when given), an agent with line rate `line` on each
+/// host.
+fn build_agents(
+    cfg: &Config,
+    lab: &Lab,
+    work: &WorkDir,
+    tag: &str,
+    shaped: Option<&str>,
+    line: &str,
+) -> Result<Built, BenchError> {
+    let (h1, sw, h2) = hosts(lab, tag)?;
+    let ctl = work.path(&format!("{tag}-sw.sock"));
+    let log = work.path(&format!("{tag}-sw.log"));
+    let p2 = match shaped {
+        Some(r) => format!("p2,rate={r}"),
+        None => "p2".to_owned(),
+    };
+    let cp = if shaped.is_some() { "output" } else { "off" };
+    let mut switch = sw.spawn_logged(
+        &[
+            cfg.cp_switch.as_os_str(),
+            "--port".as_ref(),
+            "p1".as_ref(),
+            "--port".as_ref(),
+            p2.as_ref(),
+            "--cp".as_ref(),
+            cp.as_ref(),
+            "--ctl".as_ref(),
+            ctl.as_os_str(),
+        ],
+        &log,
+    )?;
+    wait_for_socket(&mut switch, &ctl, &log)?;
+    let subnet = if tag == "a" { 1 } else { 2 };
+    let mut daemons = vec![switch];
+    for (i, ns) in [&h1, &h2].into_iter().enumerate() {
+        let me = format!("{tag}{}", i + 1);
+        let conf = work.path(&format!("{me}.toml"));
+        std::fs::write(
+            &conf,
+            format!("line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n"),
+        )
+        .map_err(|source| BenchError::Io {
+            role: "config",
+            source,
+        })?;
+        let actl = work.path(&format!("{me}.sock"));
+        let alog = work.path(&format!("{me}.log"));
+        let ip = format!("10.78.{subnet}.{}/24", i + 1);
+        let args: Vec<&OsStr> = vec![
+            cfg.rp_agent.as_os_str(),
+            "--uplink".as_ref(),
+            "eth0".as_ref(),
+            "--tap".as_ref(),
+            "qcn0".as_ref(),
+            "--tap-ip".as_ref(),
+            ip.as_ref(),
+            "--config".as_ref(),
+            conf.as_os_str(),
+            "--ctl".as_ref(),
+            actl.as_os_str(),
+        ];
+        let mut agent = ns.spawn_logged(&args, &alog)?;
+        wait_for_socket(&mut agent, &actl, &alog)?;
+        // The TAP's offloads as the veths': off (features the tun driver fixes are tolerated).
+        ns.offloads_off("qcn0")?;
+        daemons.push(agent);
+    }
+    let server = iperf_server(cfg, &h2, work, tag)?;
+    Ok(Built {
+        client: h1,
+        server_ip: format!("10.78.{subnet}.2"),
+        _daemons: daemons,
+        _server: server,
+        switch_ctl: Some(ctl),
+    })
+}
+
+/// CNMs sent by every CP of a running cp-switch (0 when unknown).
+fn cnms_sent(bin: &Path, ctl: &Path) -> u64 {
+    let Ok(out) = std::process::Command::new(bin)
+        .arg("ctl")
+        .arg("--socket")
+        .arg(ctl)
+        .args(["stats", "--json"])
+        .output()
+    else {
+        return 0;
+    };
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| {
+            v["cps"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["cnm_tx"].as_u64()).sum())
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_seconds() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        assert_eq!(secs(Duration::from_millis(1500), 1), 2);
+        assert_eq!(secs(Duration::ZERO, 1), 1);
+        assert_eq!(secs(Duration::ZERO, 0), 0);
+    }
+
+    #[test]
+    fn iperf_output_is_read_or_refused() {
+        let ok =
+            br#"{"end":{"sum_sent":{"retransmits":7},"sum_received":{"bits_per_second":2.5e9}}}"#;
+        let t = parse_iperf(ok).unwrap();
+        assert_eq!(t.gbps, 2.5);
+        assert_eq!(t.retransmits, 7);
+        let e = parse_iperf(br#"{"error":"unable to connect to server"}"#).unwrap_err();
+        assert!(e.to_string().contains("unable to connect"), "{e}");
+        assert!(parse_iperf(b"not json").is_err());
+        assert!(parse_iperf(b"{}").is_err());
+    }
+}
