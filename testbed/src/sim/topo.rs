@@ -703,6 +703,15 @@ impl Topology {
             let Some(&dst) = macs.get(&f.dst) else {
                 return Err(self.err(format!("flow[{i}].dst"), format!("no host {:?}", f.dst)));
             };
+            if f.src == f.dst {
+                // A station does not send to itself over the network: its frames would only be
+                // dropped at the first bridge (802.1Q 8.6.1: never relayed back to the
+                // reception port).
+                return Err(self.err(
+                    format!("flow[{i}].dst"),
+                    format!("is the flow's own source {:?}", f.src),
+                ));
+            }
             let kind = f
                 .kind()
                 .map_err(|e| self.err(format!("flow[{i}].pattern"), e))?;
@@ -1099,6 +1108,20 @@ mod tests {
         let a = sim.node::<HostNode>(built.hosts[0].1).unwrap();
         let (_, c) = a.sink().flows().next().unwrap();
         assert!((380..=420).contains(&c.frames), "{}", c.frames);
+    }
+
+    #[test]
+    fn a_flow_to_its_own_source_is_refused() {
+        let text = MINI.replace("dst = \"b\"", "dst = \"a\"");
+        let e = Topology::parse(&text, "t.toml")
+            .unwrap()
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t.toml: flow[0].dst: is the flow's own source"),
+            "{e}"
+        );
     }
 
     fn with_event(ev: &str) -> String {
