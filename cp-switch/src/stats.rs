@@ -259,6 +259,28 @@ pub struct QueueStats {
     pub peak_bytes: u64,
 }
 
+impl QueueKind {
+    /// The name in snapshots and traces: `input` or `output`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKind::Input => "input",
+            QueueKind::Output => "output",
+        }
+    }
+}
+
+impl QueueStats {
+    /// This queue in a trace's `queues` line.
+    pub fn trace_entry(&self) -> daemon_kit::trace_record::QueueEntry {
+        daemon_kit::trace_record::QueueEntry {
+            port: self.port.clone(),
+            priority: self.priority,
+            kind: self.kind.name().to_string(),
+            bytes: self.bytes,
+        }
+    }
+}
+
 /// A full snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BridgeStats {

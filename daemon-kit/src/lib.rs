@@ -7,6 +7,8 @@
 //!   each daemon's command type, and its client;
 //! * [`exposition`], [`metrics_http`] — the Prometheus exposition builder and the HTTP server
 //!   that serves it;
+//! * [`trace_record`] — [`trace_record::TraceRecord`], the one type of every trace line, written
+//!   by both daemons and the testbed's simulator and read by the testbed's analysis;
 //! * [`trace_writer`] — the `--trace` JSON-lines writer thread (never blocks the dataplane);
 //! * [`error`] — [`DaemonError`] and the exit statuses every binary uses (2 = configuration);
 //! * [`offload`] — turning an interface's offloads off before a port opens;
@@ -26,6 +28,7 @@ pub mod offload;
 pub mod patch;
 pub mod process;
 pub mod reopen;
+pub mod trace_record;
 pub mod trace_writer;
 
 pub use error::DaemonError;

@@ -1,10 +1,12 @@
 //! `--trace FILE`: JSON lines written by a background thread.
 //!
-//! The dataplane formats a record (a queue-occupancy snapshot, or an event: drop, pause on/off,
-//! CNM, rate change) and hands the line to the writer thread through a bounded channel with
+//! The dataplane builds a [`TraceRecord`] (a queue-occupancy snapshot, or an event: drop, pause
+//! on/off, CNM, rate change, a parameter change), formats it and hands the line to the writer thread through a bounded channel with
 //! `try_send`: a slow disk can never stall forwarding. Lines that do not fit are counted in
 //! [`TraceWriter::lost`] and reported at exit.
 
+use crate::trace_record::TraceRecord;
+use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -45,6 +47,15 @@ impl TraceWriter {
             thread: Some(thread),
             lost: 0,
         })
+    }
+
+    /// Queues one record ([`TraceRecord::to_line`]); never blocks. A record that does not
+    /// serialize is counted as lost.
+    pub fn write<E: Serialize>(&mut self, rec: &TraceRecord<E>) {
+        match rec.to_line() {
+            Ok(line) => self.record(line),
+            Err(_) => self.lost += 1,
+        }
     }
 
     /// Queues one JSON line; never blocks.

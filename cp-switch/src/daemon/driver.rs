@@ -27,6 +27,7 @@ use cp_switch::config::StaticEntry;
 use cp_switch::{Bridge, BridgeConfig, LosslessMode, PortConfig, PortId};
 use daemon_kit::offload::prepare_offloads;
 use daemon_kit::reopen::{AfPacketOpener, Reopened, Reopener};
+use daemon_kit::trace_record::{ConfigChange, QueueTracker, TraceRecord};
 use daemon_kit::trace_writer::TraceWriter;
 pub use daemon_kit::DaemonError;
 use serde_json::{json, Value};
@@ -268,7 +269,7 @@ pub struct Dataplane<P: Port + Send + 'static, C: Clock> {
     trace: Option<TraceWriter>,
     trace_interval: Duration,
     next_trace: Instant,
-    last_queues: Vec<u64>,
+    queue_tracker: QueueTracker,
 }
 
 impl<P: Port + Send + 'static, C: Clock> std::fmt::Debug for Dataplane<P, C> {
@@ -324,7 +325,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             trace: None,
             trace_interval: Duration::from_millis(1),
             next_trace: now,
-            last_queues: Vec::new(),
+            queue_tracker: QueueTracker::default(),
         }
     }
 
@@ -433,14 +434,14 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
 
         let now = self.clock.now();
         if let Some(t) = self.trace.as_mut() {
-            self.bridge.drain_events(&mut |ev| {
-                if let Ok(mut v) = serde_json::to_value(ev) {
-                    v["type"] = json!("event");
-                    t.record(v.to_string());
-                }
-            });
+            self.bridge
+                .drain_events(&mut |ev| t.write(&TraceRecord::event(None, ev)));
             if now >= self.next_trace {
-                trace_queues(t, &self.bridge, now, &mut self.last_queues);
+                let queues = self.bridge.stats().queues;
+                let entries = queues.iter().map(|q| q.trace_entry());
+                if let Some(line) = self.queue_tracker.line(now.as_nanos(), None, entries) {
+                    t.write(&TraceRecord::<()>::Queues(line));
+                }
                 self.next_trace = now + self.trace_interval;
             }
         } else {
@@ -452,10 +453,13 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             let r = handle_command(bridge, slots, now, &cmd);
             if let (Command::SetCp { .. }, Ok(v), Some(t)) = (&cmd, &r, trace.as_mut()) {
                 // The change in the trace, beside the queue records it affects.
-                t.record(
-                    json!({"type": "cp_config", "t": now.as_nanos(), "set": v["set"], "change": v["change"]})
-                        .to_string(),
-                );
+                t.write(&TraceRecord::<()>::CpConfig(ConfigChange {
+                    t: now.as_nanos(),
+                    node: None,
+                    set: v["set"].clone(),
+                    change: Some(v["change"].clone()),
+                    error: None,
+                }));
             }
             r
         });
@@ -503,24 +507,6 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 Err(e) => tracing::warn!("trace: {e}"),
             }
         }
-    }
-}
-
-fn trace_queues(t: &mut TraceWriter, bridge: &Bridge, now: Instant, last: &mut Vec<u64>) {
-    let stats = bridge.stats();
-    last.resize(stats.queues.len(), 0);
-    let mut qs = Vec::new();
-    for (q, prev) in stats.queues.iter().zip(last.iter_mut()) {
-        // Idle queues that stay idle are left out; a queue that just emptied is written once.
-        if q.bytes != 0 || *prev != 0 {
-            qs.push(json!({
-                "port": q.port, "priority": q.priority, "kind": q.kind, "bytes": q.bytes,
-            }));
-        }
-        *prev = q.bytes;
-    }
-    if !qs.is_empty() {
-        t.record(json!({"type": "queues", "t": now.as_nanos(), "queues": qs}).to_string());
     }
 }
 

@@ -14,6 +14,7 @@ use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
 use daemon_kit::reopen::{AfPacketOpener, Reopened, Reopener};
+use daemon_kit::trace_record::TraceRecord;
 use daemon_kit::trace_writer::TraceWriter;
 use rp_agent::held::{HeldFrames, Offered};
 use rp_agent::{Agent, AgentConfig, FlowKeyMode, RpMode};
@@ -462,11 +463,8 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
         }
 
         if let Some(t) = self.trace.as_mut() {
-            self.agent.drain_events(&mut |ev| {
-                if let Ok(v) = serde_json::to_value(ev) {
-                    t.record(v.to_string());
-                }
-            });
+            self.agent
+                .drain_events(&mut |ev| t.write(&TraceRecord::event(None, ev)));
         } else {
             self.agent.drain_events(&mut |_| {});
         }

@@ -1,6 +1,7 @@
-//! Tolerant reader of the daemons' JSON-lines traces.
+//! Tolerant reader of the daemons' and the simulator's JSON-lines traces.
 //!
-//! Each line is one JSON object. Two types are understood:
+//! Each line is one JSON object, a [`daemon_kit::trace_record::TraceRecord`] (the type every
+//! writer uses). Two types feed the run data:
 //! - `{"type":"queues","t":<ns>,"node":"sw0"?,"queues":[{"port","priority","kind","bytes"}]}`:
 //!   occupancy of the queues that are non-empty or just emptied (idle queues are left out, so a
 //!   queue missing from a line keeps its last value);
@@ -12,6 +13,8 @@
 
 use std::io::BufRead;
 
+use daemon_kit::trace_record::{EventFields, TraceRecord};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::model::{Event, QueueSeries, RunData};
@@ -63,26 +66,6 @@ pub struct TraceOptions {
     pub t0_ns: u64,
 }
 
-fn port_text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn time_ns(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| *f >= 0.0 && f.is_finite())
-                .map(|f| f as u64)
-        }),
-        Value::String(s) => s.trim().parse::<u64>().ok(),
-        _ => None,
-    }
-}
-
 /// Reads a whole trace. I/O errors end the reading and are reported as one bad line.
 pub fn read_trace<R: BufRead>(reader: R, source: &str, opts: &TraceOptions) -> TraceData {
     let mut out = TraceData {
@@ -115,70 +98,62 @@ pub fn read_trace<R: BufRead>(reader: R, source: &str, opts: &TraceOptions) -> T
             out.stats.bad(n, "not a JSON object");
             continue;
         };
-        let node = obj
-            .get("node")
-            .and_then(|n| n.as_str())
-            .map(str::to_string)
-            .or_else(|| opts.node.clone());
-        match obj.get("type").and_then(|t| t.as_str()) {
-            Some("queues") => {
-                let Some(t) = obj.get("t").and_then(time_ns) else {
-                    out.stats.bad(n, "queues line without a time `t`");
-                    continue;
-                };
-                let Some(qs) = obj.get("queues").and_then(|q| q.as_array()) else {
-                    out.stats.bad(n, "queues line without a `queues` array");
-                    continue;
-                };
-                let t_s = secs(t);
-                for q in qs {
-                    let port = q.get("port").and_then(port_text);
-                    let bytes = q.get("bytes").and_then(|b| b.as_u64());
-                    let (Some(port), Some(bytes)) = (port, bytes) else {
-                        continue;
-                    };
-                    let prio = q
-                        .get("priority")
-                        .and_then(|p| p.as_u64())
-                        .map_or(0, |p| p.min(7) as u8);
-                    let kind = q.get("kind").and_then(|k| k.as_str()).unwrap_or("output");
-                    let key = QueueSeries::key(node.as_deref(), &port, prio, kind);
+        // The records the run data is made of; parameter changes (`cp_config`, `rp_config`)
+        // are in the run's own records, and unknown types are tolerated.
+        let known = obj
+            .get("type")
+            .and_then(|t| t.as_str())
+            .is_some_and(|t| t == "queues" || t == "event");
+        if !known {
+            out.stats.ignored += 1;
+            continue;
+        }
+        let rec = match TraceRecord::<EventFields>::deserialize(&v) {
+            Ok(r) => r,
+            Err(e) => {
+                out.stats.bad(n, format!("{e}"));
+                continue;
+            }
+        };
+        match rec {
+            TraceRecord::Queues(q) => {
+                let node = q.node.or_else(|| opts.node.clone());
+                let t_s = secs(q.t);
+                for e in q.queues {
+                    let key = QueueSeries::key(node.as_deref(), &e.port, e.priority, &e.kind);
                     let idx = match out.queues.iter().position(|s| s.name == key) {
                         Some(i) => i,
                         None => {
-                            out.queues
-                                .push(QueueSeries::new(node.as_deref(), &port, prio, kind));
+                            out.queues.push(QueueSeries::new(
+                                node.as_deref(),
+                                &e.port,
+                                e.priority,
+                                &e.kind,
+                            ));
                             out.queues.len() - 1
                         }
                     };
-                    out.queues[idx].push(t_s, bytes);
+                    out.queues[idx].push(t_s, e.bytes);
                 }
                 out.stats.used += 1;
             }
-            Some("event") => {
-                let Some(kind) = obj.get("event").and_then(|e| e.as_str()) else {
-                    out.stats.bad(n, "event line without an `event` name");
-                    continue;
-                };
-                let Some(t) = obj.get("at").or_else(|| obj.get("t")).and_then(time_ns) else {
+            TraceRecord::Event(ev) => {
+                let Some(t) = ev.event.time() else {
                     out.stats.bad(n, "event line without a time `at`");
                     continue;
                 };
                 out.events.push(Event {
                     t_s: secs(t),
-                    node,
-                    kind: kind.to_string(),
-                    port: obj.get("port").and_then(port_text),
-                    priority: obj
-                        .get("priority")
-                        .and_then(|p| p.as_u64())
-                        .map(|p| p.min(7) as u8),
-                    flow: obj.get("flow").and_then(|f| f.as_str()).map(str::to_string),
-                    fields: v.clone(),
+                    node: ev.node.or_else(|| opts.node.clone()),
+                    kind: ev.event.event,
+                    port: ev.event.port,
+                    priority: ev.event.priority,
+                    flow: ev.event.flow,
+                    fields: v,
                 });
                 out.stats.used += 1;
             }
-            _ => out.stats.ignored += 1,
+            TraceRecord::CpConfig(_) | TraceRecord::RpConfig(_) => out.stats.ignored += 1,
         }
     }
     for q in &mut out.queues {

@@ -13,6 +13,7 @@ use cnm_proto::phy::pcap::PcapWriter;
 use cnm_proto::rng::Rng;
 use cnm_proto::{Duration, Instant, Rate};
 use cp_switch::{Bridge, BridgeConfig, CpPatch, PortConfig, PortId};
+use daemon_kit::trace_record::{ConfigChange, QueueTracker, TraceRecord};
 use rp_agent::RpPatch;
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -370,7 +371,7 @@ impl SimBuilder {
                     let np = b.num_ports();
                     Body::Switch(Box::new(SwitchState {
                         bridge: b,
-                        last_queues: Vec::new(),
+                        queue_tracker: QueueTracker::default(),
                         out_hist: (0..np).map(|_| QueueHistogram::new(outq * 8)).collect(),
                         in_hist: (0..np).map(|_| QueueHistogram::new(inq * 8)).collect(),
                     }))
@@ -530,7 +531,7 @@ enum Body {
 struct SwitchState {
     bridge: Bridge,
     /// Occupancy at the previous trace record (idle queues are written once when they empty).
-    last_queues: Vec<u64>,
+    queue_tracker: QueueTracker,
     /// Per port: output queue occupancy (all priorities).
     out_hist: Vec<QueueHistogram>,
     /// Per port: input buffer occupancy (all priorities).
@@ -781,23 +782,30 @@ impl Sim {
             }
             _ => Err(if cp { "not a switch" } else { "not a host" }.into()),
         };
-        let mut rec = json!({
-            "type": if cp { "cp_config" } else { "rp_config" },
-            "t": now.as_nanos(),
-            "node": st.name,
-            "set": match set {
+        let (change, error) = match outcome {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(e)),
+        };
+        let rec = ConfigChange {
+            t: now.as_nanos(),
+            node: Some(st.name.clone()),
+            set: match set {
                 ParamPatch::Cp(p) => json!(p),
                 ParamPatch::Rp(p) => json!(p),
             },
-        });
-        match outcome {
-            Ok(c) => rec["change"] = c,
-            Err(e) => rec["error"] = json!(e),
-        }
+            change,
+            error,
+        };
+        let rec = if cp {
+            TraceRecord::<()>::CpConfig(rec)
+        } else {
+            TraceRecord::RpConfig(rec)
+        };
         if let Some(t) = self.trace.as_mut() {
-            let line = rec.to_string();
-            if let Err(source) = t
-                .write_all(line.as_bytes())
+            if let Err(source) = rec
+                .to_line()
+                .map_err(std::io::Error::other)
+                .and_then(|line| t.write_all(line.as_bytes()))
                 .and_then(|()| t.write_all(b"\n"))
             {
                 self.io_error.get_or_insert(SimError::Io {
@@ -1213,44 +1221,28 @@ impl Sim {
                     let tracing = trace.is_some();
                     s.bridge.drain_events(&mut |ev| {
                         if tracing {
-                            if let Ok(mut v) = serde_json::to_value(ev) {
-                                v["type"] = json!("event");
-                                v["node"] = json!(name);
-                                lines.push(v.to_string());
+                            if let Ok(l) = TraceRecord::event(Some(name), ev).to_line() {
+                                lines.push(l);
                             }
                         }
                     });
                     if tracing && queues {
                         let st = s.bridge.stats();
-                        s.last_queues.resize(st.queues.len(), 0);
-                        let mut qs = Vec::new();
-                        for (q, prev) in st.queues.iter().zip(s.last_queues.iter_mut()) {
-                            if q.bytes != 0 || *prev != 0 {
-                                qs.push(json!({
-                                    "port": q.port, "priority": q.priority,
-                                    "kind": q.kind, "bytes": q.bytes,
-                                }));
+                        let entries = st.queues.iter().map(|q| q.trace_entry());
+                        if let Some(q) = s.queue_tracker.line(now.as_nanos(), Some(name), entries) {
+                            if let Ok(l) = TraceRecord::<()>::Queues(q).to_line() {
+                                lines.push(l);
                             }
-                            *prev = q.bytes;
-                        }
-                        if !qs.is_empty() {
-                            lines.push(
-                                json!({"type": "queues", "t": now.as_nanos(), "node": name,
-                                       "queues": qs})
-                                .to_string(),
-                            );
                         }
                     }
                 }
                 Body::Other(x) => {
                     let tracing = trace.is_some();
-                    x.drain_events(&mut |mut v| {
+                    x.drain_events(&mut |v| {
                         if tracing {
-                            if v.get("type").is_none() {
-                                v["type"] = json!("event");
+                            if let Ok(l) = TraceRecord::event(Some(name), v).to_line() {
+                                lines.push(l);
                             }
-                            v["node"] = json!(name);
-                            lines.push(v.to_string());
                         }
                     });
                 }
