@@ -103,7 +103,12 @@ fn set_overrides_by_index_name_and_table() {
     assert_eq!(sc.topo.duration.as_secs_f64(), 2.0);
     assert_eq!(sc.topo.link[1].rate, cnm_proto::Rate::from_mbps(50));
     assert_eq!(sc.topo.link[0].delay, cnm_proto::Duration::from_micros(3));
-    assert_eq!(sc.topo.flow[0].pattern, "cbr:1gbit");
+    assert_eq!(
+        sc.topo.flow[0].kind,
+        testbed::sim::topo::FlowKind::Gen(rp_agent::gen::Pattern::Cbr(cnm_proto::Rate::from_gbps(
+            1
+        )))
+    );
     assert_eq!(sc.scale(), 10.0);
     let bridge = sc.topo.switch["sw0"].bridge.clone().unwrap();
     assert_eq!(bridge["cp"]["cp_queue_set_point"].as_str(), Some("20KB"));

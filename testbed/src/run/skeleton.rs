@@ -163,7 +163,8 @@ fn add_flows(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, run: &mut Run
                 fs = fs.weight(f64::from(*w));
             }
         }
-        if let Ok(kind) = f.kind() {
+        {
+            let kind = f.kind;
             use crate::sim::topo::FlowKind;
             use rp_agent::gen::Pattern;
             let demand = match kind {

@@ -100,44 +100,67 @@ pub struct TopoError {
     pub msg: String,
 }
 
-/// A parsed topology file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A parsed topology file: typed from the parser on (the flows' kinds parsed; `[scenario]`
+/// is [`crate::scenario`]'s).
+#[derive(Debug, Clone)]
 pub struct Topology {
     /// Run seed.
-    #[serde(default = "default_seed")]
     pub seed: u64,
     /// Virtual time to simulate.
     pub duration: Duration,
     /// Outputs.
-    #[serde(default)]
     pub output: OutputSpec,
     /// Switches by name.
-    #[serde(default)]
     pub switch: BTreeMap<String, SwitchSpec>,
     /// Hosts by name.
-    #[serde(default)]
     pub host: BTreeMap<String, HostSpec>,
     /// Links.
-    #[serde(default)]
     pub link: Vec<LinkEntry>,
     /// Generated flows.
-    #[serde(default)]
     pub flow: Vec<FlowEntry>,
     /// Scheduled changes.
-    #[serde(default)]
     pub event: Vec<EventEntry>,
     /// TCP-like incast experiments.
-    #[serde(default)]
     pub incast: Vec<IncastSpec>,
+    /// Where the file was read from (relative output paths are relative to the working
+    /// directory, not to it).
+    pub file: String,
+}
+
+/// A topology file as serde reads it; [`Topology::parse`] turns it into a [`Topology`].
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopologyFile {
+    /// Run seed.
+    #[serde(default = "default_seed")]
+    seed: u64,
+    /// Virtual time to simulate.
+    duration: Duration,
+    /// Outputs.
+    #[serde(default)]
+    output: OutputSpec,
+    /// Switches by name.
+    #[serde(default)]
+    switch: BTreeMap<String, SwitchSpec>,
+    /// Hosts by name.
+    #[serde(default)]
+    host: BTreeMap<String, HostSpec>,
+    /// Links.
+    #[serde(default)]
+    link: Vec<LinkEntry>,
+    /// Generated flows.
+    #[serde(default)]
+    flow: Vec<FlowFile>,
+    /// Scheduled changes.
+    #[serde(default)]
+    event: Vec<EventEntry>,
+    /// TCP-like incast experiments.
+    #[serde(default)]
+    incast: Vec<IncastSpec>,
     /// `[scenario]`: how `testbed run` runs and judges the file (see [`crate::scenario`]);
     /// the simulator itself ignores it, so one file serves `testbed sim` and `testbed run`.
     #[serde(default, rename = "scenario")]
-    pub scenario_table: Option<toml::Table>,
-    /// Where the file was read from (relative output paths are relative to the working
-    /// directory, not to it).
-    #[serde(skip)]
-    pub file: String,
+    _scenario: serde::de::IgnoredAny,
 }
 
 fn default_seed() -> u64 {
@@ -221,8 +244,7 @@ pub struct LinkEntry {
 }
 
 /// `[[flow]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FlowEntry {
     /// Name. Default `"fN"`.
     pub name: Option<String>,
@@ -230,16 +252,44 @@ pub struct FlowEntry {
     pub src: String,
     /// Receiving host.
     pub dst: String,
-    /// Traffic model.
-    pub pattern: String,
+    /// Traffic model (the file's `pattern`).
+    pub kind: FlowKind,
     /// Frame length (octets, no FCS). Default 1500.
-    #[serde(default = "default_frame_len")]
     pub frame_len: usize,
     /// Start. Default 0.
-    #[serde(default)]
     pub start: Duration,
     /// Stop. Default: the run's duration.
     pub stop: Option<Duration>,
+}
+
+/// `[[flow]]` as written: `pattern` is text until [`Topology::parse`] reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowFile {
+    name: Option<String>,
+    src: String,
+    dst: String,
+    pattern: String,
+    #[serde(default = "default_frame_len")]
+    frame_len: usize,
+    #[serde(default)]
+    start: Duration,
+    stop: Option<Duration>,
+}
+
+impl FlowFile {
+    /// The typed flow; an error is `(field, reason)`.
+    fn resolve(self) -> Result<FlowEntry, (&'static str, String)> {
+        Ok(FlowEntry {
+            kind: self.pattern.parse().map_err(|e| ("pattern", e))?,
+            name: self.name,
+            src: self.src,
+            dst: self.dst,
+            frame_len: self.frame_len,
+            start: self.start,
+            stop: self.stop,
+        })
+    }
 }
 
 fn default_frame_len() -> usize {
@@ -295,13 +345,6 @@ impl std::str::FromStr for FlowKind {
         t.parse::<Pattern>()
             .map(FlowKind::Gen)
             .map_err(|e| format!("{e} (or tcp, udp:RATE)"))
-    }
-}
-
-impl FlowEntry {
-    /// The flow's kind, parsed from `pattern`.
-    pub fn kind(&self) -> Result<FlowKind, String> {
-        self.pattern.parse()
     }
 }
 
@@ -498,9 +541,10 @@ impl Topology {
         Topology::parse(&text, &label)
     }
 
-    /// Parses TOML text; `label` names it in errors.
+    /// Parses TOML text; `label` names it in errors. This is the edge: what the file writes as
+    /// text (a flow's `pattern`) is typed here, errors naming the field.
     pub fn parse(text: &str, label: &str) -> Result<Topology, TopoError> {
-        let mut t: Topology = toml::from_str(text).map_err(|e| TopoError {
+        let f: TopologyFile = toml::from_str(text).map_err(|e| TopoError {
             file: label.into(),
             field: e
                 .span()
@@ -511,8 +555,26 @@ impl Topology {
                 .unwrap_or_else(|| "(syntax)".into()),
             msg: e.message().to_string(),
         })?;
-        t.file = label.into();
-        Ok(t)
+        let mut flow = Vec::with_capacity(f.flow.len());
+        for (i, ff) in f.flow.into_iter().enumerate() {
+            flow.push(ff.resolve().map_err(|(field, msg)| TopoError {
+                file: label.into(),
+                field: format!("flow[{i}].{field}"),
+                msg,
+            })?);
+        }
+        Ok(Topology {
+            seed: f.seed,
+            duration: f.duration,
+            output: f.output,
+            switch: f.switch,
+            host: f.host,
+            link: f.link,
+            flow,
+            event: f.event,
+            incast: f.incast,
+            file: label.into(),
+        })
     }
 
     fn err(&self, field: impl Into<String>, msg: impl Into<String>) -> TopoError {
@@ -712,9 +774,7 @@ impl Topology {
                     format!("is the flow's own source {:?}", f.src),
                 ));
             }
-            let kind = f
-                .kind()
-                .map_err(|e| self.err(format!("flow[{i}].pattern"), e))?;
+            let kind = f.kind;
             if !(60..=9000).contains(&f.frame_len) {
                 return Err(self.err(format!("flow[{i}].frame_len"), "must be in 60..=9000"));
             }

@@ -26,6 +26,7 @@ use crate::analysis::RunData;
 use crate::run::{incast, iperf};
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
+use crate::sim::topo::FlowKind;
 
 /// iperf3 reports: each flow's goodput series (the receiver's intervals, anchored at the
 /// client's start), the client's sending rate as `offered_bps`, retransmissions and losses as
@@ -244,7 +245,11 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
             .uplink(&f.src)
             .map(|li| k.rate(sc.topo.link[li].rate))
             .unwrap_or(0.0);
-        let pattern: Option<Pattern> = f.pattern.parse().ok();
+        // Generator flows only (TCP and UDP flows are iperf3's).
+        let pattern: Option<Pattern> = match f.kind {
+            FlowKind::Gen(p) => Some(p),
+            FlowKind::Tcp | FlowKind::Udp(_) => None,
+        };
         let mut cnm_prev = 0u64;
         let mut bp_prev = 0u64;
         let (mut want_sum, mut secs_sum) = (0.0, 0.0);
