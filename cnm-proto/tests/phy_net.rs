@@ -221,6 +221,44 @@ fn veth_frames_cross_both_ways() {
 }
 
 #[test]
+fn received_frames_carry_kernel_receive_times() {
+    let Some(ns) = Netns::create("received_frames_carry_kernel_receive_times") else {
+        return;
+    };
+    let (a, b) = ns.veth();
+    ns.run(move || {
+        let (mut pa, mut pb) = open_pair(&a, &b);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        for i in 0..10u8 {
+            assert!(pa
+                .send(&frame(B_MAC, A_MAC, TEST_ETHERTYPE, &[i; 100]))
+                .unwrap());
+        }
+        pa.flush().unwrap();
+        let deadline = phy::clock::now() + Duration::from_secs(3);
+        let mut stamps = Vec::new();
+        while stamps.len() < 10 && phy::clock::now() < deadline {
+            let fd = pb.raw_fd().unwrap();
+            phy::poll::wait(&[fd], Some(Duration::from_millis(100))).unwrap();
+            pb.recv_batch_stamped(64, &mut |f, t| {
+                if is_test_frame(f) {
+                    stamps.push(t);
+                }
+            })
+            .unwrap();
+        }
+        assert_eq!(stamps.len(), 10);
+        // The kernel stamps every frame on CLOCK_REALTIME, in the order they arrived.
+        let stamps: Vec<u64> = stamps.into_iter().map(|t| t.unwrap()).collect();
+        assert!(stamps[0] >= before, "{stamps:?} before {before}");
+        assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    });
+}
+
+#[test]
 fn vlan_tags_arrive_intact() {
     let Some(ns) = Netns::create("vlan_tags_arrive_intact") else {
         return;

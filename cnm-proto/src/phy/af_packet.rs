@@ -431,7 +431,7 @@ impl AfPacketPort {
 
     /// Handle the RX slot at `p`, which the kernel has handed to us. Returns `true` when a
     /// frame went to `f`.
-    fn deliver(&mut self, p: *mut u8, status: u32, f: &mut dyn FnMut(&[u8])) -> bool {
+    fn deliver(&mut self, p: *mut u8, status: u32, f: &mut dyn FnMut(&[u8], Option<u64>)) -> bool {
         let frame_size = self.cfg.frame_size as usize;
         // SAFETY: the slot belongs to us (TP_STATUS_USER, read with Acquire) and starts with
         // a tpacket2_hdr (16-byte aligned slot, 4-byte aligned struct).
@@ -443,6 +443,12 @@ impl AfPacketPort {
             self.stats.rx_outgoing_skipped += 1;
             return false;
         }
+        // The kernel's receive time of the frame (`tpacket_get_timestamp`: the skb's stamp or
+        // `CLOCK_REALTIME` when the socket took it; `TPACKET_V2` gives nanoseconds).
+        let stamp = (u64::from(hdr.tp_sec))
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(hdr.tp_nsec));
+        let stamp = (stamp != 0).then_some(stamp);
         let mac = hdr.tp_mac as usize;
         let snap = hdr.tp_snaplen as usize;
         if snap < (hdr.tp_len as usize) || mac + snap > frame_size || mac < V2_HDRLEN {
@@ -473,7 +479,7 @@ impl AfPacketPort {
                     std::ptr::copy_nonoverlapping(tag.as_ptr(), start.add(ADDRS_LEN), VLAN_HLEN);
                     std::slice::from_raw_parts(start, snap + VLAN_HLEN)
                 };
-                f(frame);
+                f(frame, stamp);
             } else {
                 // SAFETY: [mac, mac + snap) lies inside our slot.
                 let data = unsafe { std::slice::from_raw_parts(p.add(mac), snap) };
@@ -481,14 +487,14 @@ impl AfPacketPort {
                 self.scratch.extend_from_slice(&data[..ADDRS_LEN]);
                 self.scratch.extend_from_slice(&tag);
                 self.scratch.extend_from_slice(&data[ADDRS_LEN..]);
-                f(&self.scratch);
+                f(&self.scratch, stamp);
             }
         } else {
             self.stats.rx_frames += 1;
             self.stats.rx_bytes += snap as u64;
             // SAFETY: [mac, mac + snap) lies inside our slot.
             let frame = unsafe { std::slice::from_raw_parts(p.add(mac), snap) };
-            f(frame);
+            f(frame, stamp);
         }
         true
     }
@@ -500,6 +506,14 @@ impl Port for AfPacketPort {
     }
 
     fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
+        self.recv_batch_stamped(max, &mut |frame, _| f(frame))
+    }
+
+    fn recv_batch_stamped(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> Result<usize, PortError> {
         let mut delivered = 0;
         let mut scanned = 0;
         while delivered < max && scanned < self.rx_slots {

@@ -5,7 +5,8 @@
 //! kernel's, not ours.
 //!
 //! * [`Port`] — the interface every dataplane port implements: batched non-blocking receive
-//!   through a callback, queued transmit, one flush per batch, an fd to poll.
+//!   through a callback (with each frame's kernel receive time where the port has one,
+//!   [`Port::recv_batch_stamped`]), queued transmit, one flush per batch, an fd to poll.
 //! * [`AfPacketPort`] — an `AF_PACKET` socket with `PACKET_MMAP` `TPACKET_V2` receive and
 //!   transmit rings (Linux `Documentation/networking/packet_mmap.rst`). The fast path: no
 //!   syscall per received frame, one `sendto` per transmitted batch.
@@ -53,6 +54,17 @@ pub trait Port {
     /// Receive up to `max` frames without blocking, calling `f` for each (full L2 frame,
     /// VLAN tag present in the bytes even if the kernel stripped it). Returns how many.
     fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError>;
+    /// As [`Port::recv_batch`], also giving each frame its receive time when the port knows
+    /// it: nanoseconds since the Unix epoch (`CLOCK_REALTIME`, the clock the kernel stamps
+    /// received frames with), `None` otherwise. Only differences between stamps of one port
+    /// are meaningful; a port that does not know the time gives `None` (the default).
+    fn recv_batch_stamped(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> Result<usize, PortError> {
+        self.recv_batch(max, &mut |frame| f(frame, None))
+    }
     /// Queue one frame for transmission. Ok(false) = no room now (frame not taken).
     fn send(&mut self, frame: &[u8]) -> Result<bool, PortError>;
     /// Hand queued frames to the kernel (one syscall for the batch).
@@ -70,6 +82,13 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
         (**self).recv_batch(max, f)
+    }
+    fn recv_batch_stamped(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> Result<usize, PortError> {
+        (**self).recv_batch_stamped(max, f)
     }
     fn send(&mut self, frame: &[u8]) -> Result<bool, PortError> {
         (**self).send(frame)

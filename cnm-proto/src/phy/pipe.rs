@@ -1,6 +1,10 @@
 //! An in-memory port pair for tests: what one end sends the other receives, through a bounded
 //! queue per direction. Frame buffers are recycled, so a steady exchange allocates nothing.
 //!
+//! Every frame carries a receive time like a kernel's (`CLOCK_REALTIME` nanoseconds, see
+//! [`Port::recv_batch_stamped`]): the instant it was sent, or the instant a test chose with
+//! [`PipePort::send_stamped`].
+//!
 //! Each end has an `eventfd(2)` that is readable exactly while frames wait for it, so a
 //! daemon loop that polls port descriptors works unchanged with pipes. The ends may live in
 //! different threads.
@@ -19,8 +23,9 @@ pub struct PipePort {
     rx: Arc<Channel>,
     /// Frames travelling towards the peer.
     tx: Arc<Channel>,
-    /// Frames taken from `rx` for the current batch (buffers go back after the callbacks).
-    batch: Vec<Vec<u8>>,
+    /// Frames taken from `rx` for the current batch, with their stamps (buffers go back
+    /// after the callbacks).
+    batch: Vec<(Vec<u8>, u64)>,
     stats: PortStats,
 }
 
@@ -34,7 +39,8 @@ struct Channel {
 
 #[derive(Debug)]
 struct Queue {
-    frames: VecDeque<Vec<u8>>,
+    /// Frames and their receive stamps (ns since the Unix epoch).
+    frames: VecDeque<(Vec<u8>, u64)>,
     free: Vec<Vec<u8>>,
     capacity: usize,
     /// Both ends alive.
@@ -79,6 +85,14 @@ impl Port for PipePort {
     }
 
     fn recv_batch(&mut self, max: usize, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
+        self.recv_batch_stamped(max, &mut |frame, _| f(frame))
+    }
+
+    fn recv_batch_stamped(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], Option<u64>),
+    ) -> Result<usize, PortError> {
         {
             let mut q = self.rx.lock();
             while self.batch.len() < max {
@@ -99,19 +113,46 @@ impl Port for PipePort {
         }
         // Callbacks run without the lock, so they may send on any port, this pair included.
         let n = self.batch.len();
-        for frame in &self.batch {
+        for (frame, stamp) in &self.batch {
             self.stats.rx_frames += 1;
             self.stats.rx_bytes += frame.len() as u64;
-            f(frame);
+            f(frame, Some(*stamp));
         }
         if n > 0 {
             let mut q = self.rx.lock();
-            q.free.append(&mut self.batch);
+            q.free.extend(self.batch.drain(..).map(|(buf, _)| buf));
         }
         Ok(n)
     }
 
     fn send(&mut self, frame: &[u8]) -> Result<bool, PortError> {
+        self.send_stamped(frame, realtime_ns())
+    }
+
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.rx.event.as_ref().map(|e| e.as_raw_fd())
+    }
+
+    fn counters(&mut self) -> PortStats {
+        self.stats
+    }
+}
+
+/// Now on `CLOCK_REALTIME`, in nanoseconds since the Unix epoch (0 if the clock is before it).
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl PipePort {
+    /// As [`Port::send`], the frame to be received with the stamp `stamp_ns` (what the
+    /// kernel's receive time would be) instead of the time of sending.
+    pub fn send_stamped(&mut self, frame: &[u8], stamp_ns: u64) -> Result<bool, PortError> {
         let mut q = self.tx.lock();
         if !q.connected {
             return Err(PortError::Disconnected {
@@ -126,25 +167,13 @@ impl Port for PipePort {
         buf.clear();
         buf.extend_from_slice(frame);
         let was_empty = q.frames.is_empty();
-        q.frames.push_back(buf);
+        q.frames.push_back((buf, stamp_ns));
         if was_empty {
             self.tx.set_event();
         }
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
         Ok(true)
-    }
-
-    fn flush(&mut self) -> Result<(), PortError> {
-        Ok(())
-    }
-
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.rx.event.as_ref().map(|e| e.as_raw_fd())
-    }
-
-    fn counters(&mut self) -> PortStats {
-        self.stats
     }
 }
 
@@ -232,6 +261,23 @@ mod tests {
         assert!(b.send(&[9]).unwrap());
         assert_eq!(a.recv_batch(8, &mut |f| assert_eq!(f, [9])).unwrap(), 1);
         assert_eq!(b.stats().rx_frames, 2);
+    }
+
+    #[test]
+    fn frames_carry_their_stamps() {
+        let (mut a, mut b) = PipePort::pair(4);
+        assert!(a.send_stamped(&[1], 1_000).unwrap());
+        assert!(a.send_stamped(&[2], 13_000).unwrap());
+        let before = realtime_ns();
+        assert!(a.send(&[3]).unwrap());
+        let mut got = Vec::new();
+        let n = b
+            .recv_batch_stamped(8, &mut |f, t| got.push((f[0], t)))
+            .unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(got[..2], [(1, Some(1_000)), (2, Some(13_000))]);
+        // An unstamped send is stamped with the time it was sent.
+        assert!(got[2].1.is_some_and(|t| t >= before), "{got:?}");
     }
 
     #[test]
