@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
+use cnm_proto::line::Overheads;
 use cnm_proto::phy::clock::{Clock, Monotonic};
 use cnm_proto::phy::{self, AfPacketConfig, AfPacketPort, Port, PortStats};
 use cnm_proto::rng::Rng;
@@ -34,6 +35,7 @@ use serde_json::{json, Value};
 
 use super::cli::{self, RunArgs};
 use super::ctl::{self, Command, CtlServer};
+use super::ingress::IngressMeter;
 use super::metrics::MetricsServer;
 
 /// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
@@ -156,6 +158,8 @@ struct PortSlot<P> {
     down_reason: Option<String>,
     /// Counters of this port's earlier, closed incarnations.
     io_closed: PortStats,
+    /// Frames that arrived faster than the port's link could have delivered them.
+    ingress: IngressMeter,
 }
 
 /// How often the reopening thread tries a down port again.
@@ -201,6 +205,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
 
     let clock = Monotonic;
+    let overheads = cfg.shaper.overheads();
     let seed = args.seed.unwrap_or_else(|| clock.now().as_nanos());
     let bridge =
         Bridge::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
@@ -242,7 +247,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     if let Err(e) = phy::poll::set_timer_slack(Duration::from_nanos(1000)) {
         tracing::debug!("timer slack: {e}");
     }
-    let mut dp = Dataplane::new(bridge, ports, reopener, clock, req_rx);
+    let mut dp =
+        Dataplane::new(bridge, ports, reopener, clock, req_rx).with_line_overheads(overheads);
     if let Some(t) = trace {
         dp = dp.with_trace(t, args.trace_interval.unwrap_or(Duration::from_millis(1)));
     }
@@ -294,6 +300,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         requests: Receiver<ctl::Request>,
     ) -> Self {
         let now = clock.now();
+        let rates: Vec<_> = bridge.stats().ports.iter().map(|p| p.rate).collect();
         let slots = ports
             .into_iter()
             .enumerate()
@@ -313,6 +320,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                     port,
                     down_reason,
                     io_closed: PortStats::default(),
+                    ingress: IngressMeter::new(rates.get(i).copied().flatten(), Overheads::FRAME),
                 }
             })
             .collect();
@@ -327,6 +335,15 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             next_trace: now,
             queue_tracker: QueueTracker::default(),
         }
+    }
+
+    /// What a frame costs on the ports' lines (the bridge's `shaper` settings), for the
+    /// ingress burst measure ([`super::ingress`]); the frame's own octets until told.
+    pub fn with_line_overheads(mut self, overheads: Overheads) -> Self {
+        for s in &mut self.slots {
+            s.ingress.set_overheads(overheads);
+        }
+        self
     }
 
     /// Writes the JSON-lines trace to `trace`, queue snapshots every `interval`.
@@ -380,7 +397,12 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 continue;
             };
             let pid = PortId(i as u16);
-            match port.recv_batch(BATCH, &mut |f| bridge.handle_frame(now, pid, f)) {
+            let meter = &mut slot.ingress;
+            let mut rx = |f: &[u8], t: Option<u64>| {
+                meter.record(t, f.len());
+                bridge.handle_frame(now, pid, f);
+            };
+            match port.recv_batch_stamped(BATCH, &mut rx) {
                 Ok(n) => busy |= n == BATCH,
                 Err(e) if e.is_link_gone() => gone.push((i, e.to_string())),
                 Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
@@ -471,6 +493,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         if let Some(mut port) = slot.port.take() {
             tracing::warn!(port = %slot.name, "port down: {why}");
             slot.io_closed.accumulate(&port.counters());
+            slot.ingress.restart();
             self.bridge.set_port_up(now, PortId(i as u16), false);
             slot.down_reason = Some(why);
             self.reopener.close(port);
@@ -487,6 +510,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 tracing::info!(port = %slot.name, "port back up");
                 slot.port = Some(port);
                 slot.down_reason = None;
+                slot.ingress.restart();
                 self.bridge.set_port_up(now, PortId(index as u16), true);
             }
             Reopened::Waiting { index, why } => {
@@ -524,6 +548,10 @@ fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
                 io.accumulate(&port.counters());
             }
             p["io"] = serde_json::to_value(io).unwrap_or(Value::Null);
+            // Frames that reached the port faster than its link could have carried them.
+            let ing = slot.ingress.stats();
+            p["ingress"] = serde_json::to_value(ing).unwrap_or(Value::Null);
+            p["ingress"]["early_share"] = json!(ing.early_share());
         }
     }
     v
@@ -556,6 +584,12 @@ fn handle_command<P: Port>(
         Command::SetRate { port, rate } => {
             let p = port_by_name(bridge, port)?;
             bridge.set_port_rate(now, p, *rate);
+            // The bridge ignores a zero rate; so does the ingress measure.
+            if let (Some(slot), false) =
+                (slots.get_mut(p.index()), rate.is_some_and(|r| r.bps() == 0))
+            {
+                slot.ingress.set_rate(*rate);
+            }
             Ok(json!({"port": port, "rate": rate}))
         }
         Command::SetDelay { port, delay } => {

@@ -15,6 +15,8 @@
 //! |---|---|---|
 //! | `cpswitch_port_{rx,tx}_{frames,bytes}_total`, `_flooded_frames_total`, `_pause_{tx,rx}_frames_total`, `_cnms_sent_total`, ... | counter | `port` |
 //! | `cpswitch_port_drops_total` | counter | `port`, `reason` (the `drop_reasons` keys) |
+//! | `cpswitch_port_ingress_{measured,early}_frames_total` (the daemon's ingress burst measure) | counter | `port` |
+//! | `cpswitch_port_ingress_longest_burst_frames` | gauge | `port` |
 //! | `cpswitch_port_up`, `_rate_bytes_per_second`, `_delay_seconds`, `_in_flight_bytes` | gauge | `port` |
 //! | `cpswitch_port_pause_asserted`, `_paused_by_peer`, `_pause_storm`, `_neighbour_cn_ready` | gauge (0/1) | `port`, `priority` |
 //! | `cpswitch_queue_bytes`, `_capacity_bytes`, `_frames`, `_peak_bytes` | gauge | `port`, `priority`, `kind` |
@@ -372,6 +374,27 @@ pub fn render(stats: &Value) -> Result<String, String> {
                 d.as_nanos() as f64 / 1e9,
             );
         }
+        if let Some(ing) = row["ingress"].as_object() {
+            let count = |k: &str| ing.get(k).and_then(Value::as_u64).unwrap_or(0);
+            e.counter(
+                "cpswitch_port_ingress_measured_frames_total",
+                "Received frames compared with their predecessor's kernel receive time.",
+                &l,
+                count("measured"),
+            );
+            e.counter(
+                "cpswitch_port_ingress_early_frames_total",
+                "Received frames that arrived faster than the port's link could have delivered them.",
+                &l,
+                count("early"),
+            );
+            e.gauge(
+                "cpswitch_port_ingress_longest_burst_frames",
+                "Longest run of consecutive early frames received.",
+                &l,
+                count("longest_run") as f64,
+            );
+        }
         if let Some(reasons) = row["drop_reasons"].as_object() {
             for (reason, v) in reasons {
                 e.counter(
@@ -514,7 +537,9 @@ mod tests {
         let text = render(&json!({
             "ports": [{"name": "p1", "rx_frames": 3, "tx_bytes": 100, "up": true, "rate": "1gbit",
                        "delay": "25us", "pause_asserted": 8, "in_flight_bytes": 1500,
-                       "drop_reasons": {"input_full": 2, "no_route": 0}}],
+                       "drop_reasons": {"input_full": 2, "no_route": 0},
+                       "ingress": {"measured": 9, "early": 4, "longest_run": 3, "unstamped": 0,
+                                   "early_share": 0.44}}],
             "queues": [{"port": "p1", "priority": 3, "kind": "output", "bytes": 10,
                         "max_bytes": 150000, "drops": 2, "frames": 1, "peak_bytes": 9000,
                         "enqueued": 7}]
@@ -530,6 +555,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE cpswitch_port_in_flight_bytes gauge\n"));
+        assert!(text.contains("cpswitch_port_ingress_measured_frames_total{port=\"p1\"} 9\n"));
+        assert!(text.contains("cpswitch_port_ingress_early_frames_total{port=\"p1\"} 4\n"));
+        assert!(text.contains("cpswitch_port_ingress_longest_burst_frames{port=\"p1\"} 3\n"));
         assert!(text.contains("cpswitch_port_drops_total{port=\"p1\",reason=\"input_full\"} 2\n"));
         assert!(text.contains("# TYPE cpswitch_port_pause_asserted gauge\n"));
         assert!(text.contains("cpswitch_port_pause_asserted{port=\"p1\",priority=\"3\"} 1\n"));

@@ -198,6 +198,27 @@ fn forwards_between_pipes_and_answers_ctl_stats() {
 }
 
 #[test]
+fn ingress_frames_faster_than_the_link_are_counted() {
+    let mut lab = Lab::start(&["p1", "p2,rate=1gbit"], WarpClock::stopped(T0));
+    // p1 is unshaped at start: its link rate comes with `set rate`.
+    lab.ctl("set rate p1 1gbit");
+    // 1000-octet frames take 8 µs at 1 Gb/s (frame octets only, the daemon's default line);
+    // a gap below 8 − 0.8 − 1 = 6.2 µs is faster than the link.
+    let stamps = [0u64, 8_000, 9_000, 10_000, 30_000, 36_000, 43_000];
+    for (k, t) in stamps.iter().enumerate() {
+        let f = frame(2, 1, 1000, k as u8);
+        assert!(lab.host(0).send_stamped(&f, 5_000_000_000 + t).unwrap());
+    }
+    let p = lab.until_port(0, |p| p["rx_frames"] == stamps.len() as u64);
+    // Measured: six gaps (8, 1, 1, 20, 6, 7 µs): three early, two of them in a row.
+    assert_eq!(p["ingress"]["measured"], 6, "{p}");
+    assert_eq!(p["ingress"]["early"], 3, "{p}");
+    assert_eq!(p["ingress"]["longest_run"], 2, "{p}");
+    assert_eq!(p["ingress"]["early_share"], 0.5, "{p}");
+    lab.stop();
+}
+
+#[test]
 fn sleeps_until_the_shapers_departure_on_the_warped_clock() {
     let clock = WarpClock::stopped(T0);
     let mut lab = Lab::start(&["p1", "p2,rate=10mbit"], clock.clone());
