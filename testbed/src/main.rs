@@ -5,7 +5,7 @@
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
 //! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--json]
 //! testbed down [--all] [--dry-run] [--json]
-//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--capture] [--seed N] [--set K=V]...
+//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
 //!              [--culprit arrival|occupancy-deterministic|occupancy-random]
 //!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
@@ -123,6 +123,10 @@ struct Common {
     /// Skip the plots.
     #[arg(long)]
     no_plots: bool,
+    /// After a netns run, run the simulator on the same scenario and seed (into twin-sim/)
+    /// and compare them metric by metric; the run is faithful only within the limits.
+    #[arg(long)]
+    twin: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -160,6 +164,7 @@ impl Common {
         o.bin_dir = self.bin_dir.clone();
         o.quiet = self.quiet;
         o.no_plots = self.no_plots;
+        o.twin = self.twin;
         o.modes = run::modes::ModeFlags {
             cp_mode: self.cp_mode,
             culprit: self.culprit,

@@ -12,8 +12,53 @@
 //! | generator shortfall | `1 − offered/intended` per flow | 0.05 |
 //! | unexpected drops | drops outside CP queues (rings, delay lines, control queues, generators) | 0 |
 //! | pacing error | mean relative inter-frame gap error per generator | 0.10 |
+//! | ingress bursts | share of frames that reached a switch port faster than its link could have delivered them | 0.05 |
+//! | held back, unexplained | generator shortfall counting the intervals its agent held it back, when the ingress bursts are above their limit | 0.05 |
+//!
+//! # Ingress bursts
+//! A link cannot deliver frames faster than its rate; a frame a switch received sooner after
+//! its predecessor than its own wire time (kernel receive stamps, cp-switch's ingress measure,
+//! `cp_switch` daemon module `ingress`) came from a sender that was descheduled and then
+//! drained its backlog at memory speed. Such bursts fill the congestion point's queue with an
+//! artefact of the emulation, the CP answers with CNMs that cut every flow, and the link
+//! idles: the run measures its host's scheduler, not QCN. The check pools every switch port
+//! that measured frames (early frames over measured frames) and fails the run above
+//! [`FidelityThresholds::ingress_early_max`]. 5 %: a sender at its line's rate on an idle
+//! machine delivers well under 1 % of its frames early (its pacer's quantum and the stamp's
+//! jitter are inside the measure's tolerance), while a sender that is descheduled every few
+//! milliseconds delivers a whole ring early at every wake-up.
+//!
+//! # Held back by the reaction point
+//! A generator whose agent's queue pushed back sent what its reaction point allowed: that is
+//! QCN working, not a shortfall — when the CNMs that cut the rate were themselves earned. When
+//! the switch saw bursts above the limit, the CNMs are not explained by the emulated network
+//! (they answer queues the bursts built), so the held-back intervals owe the limiter's or the
+//! line's rate again and a shortfall beyond [`FidelityThresholds::shortfall_max`] fails the run.
+//!
+//! # The twin
+//! The strongest check compares the run with its **twin**: the simulator on the same scenario
+//! and seed ([`twin`], `testbed run --twin`). The simulator runs the same sans-IO cores on an
+//! ideal machine, so a netns run that differs from it by more than the noise of a short window
+//! did not emulate the network it claims to. Per metric (netns value, simulator value,
+//! deviation, limit):
+//!
+//! | metric | deviation | limit | why |
+//! |---|---|---:|---|
+//! | bottleneck utilization | netns − sim (points) | ±0.05 | the issue's goal: ≥ 95 % where the simulator fills the link; an idle link is the first symptom of artefacts |
+//! | Jain's index | netns − sim | ±0.05 | the issue's goal; fairness is what QCN variants are compared on |
+//! | queue mean | (netns − sim) / max(sim, 1500 B) | ±30 % | the issue's goal; the CP acts on the queue, so its level is the loop's state; below one frame both queues are empty |
+//! | per-flow share (mean / fair share) | netns − sim | ±0.10 | one flow a tenth of its fair share off changes conclusions even when Jain's index over all flows barely moves |
+//! | queue p99 | relative, as the mean | — (reported) | the tail of a short window is dominated by a few bursts: a symptom to read, not a verdict |
+//! | CNMs per flow per second (scenario time) | relative, floor 1/s | — (reported) | CNM sampling is random and per flow sparse; the queue and the rates carry the loop's outcome |
+//!
+//! Time-dependent figures are compared in scenario time: a netns run at scale S sees rates ÷ S
+//! and times × S, so its CNMs per second are multiplied by S (its queues in octets, utilization
+//! and shares are scale-free, QCN-REFERENCE §5).
+
+use serde::{Deserialize, Serialize};
 
 use super::model::RunData;
+use super::summary::Summary;
 
 /// Limits of the fidelity check.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -26,6 +71,36 @@ pub struct FidelityThresholds {
     pub unexpected_drops_max: u64,
     /// Largest acceptable relative pacing error.
     pub pacing_error_max: f64,
+    /// Largest acceptable share of frames that reached the switches faster than their links
+    /// could have delivered them.
+    pub ingress_early_max: f64,
+    /// Limits of the comparison with the simulator twin.
+    pub twin: TwinThresholds,
+}
+
+/// Limits of the comparison of a netns run with its simulator twin (see the module
+/// documentation for the reasons).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TwinThresholds {
+    /// Bottleneck utilization, absolute (0.05 = 5 points).
+    pub utilization: f64,
+    /// Jain's index, absolute.
+    pub jain: f64,
+    /// Queue mean, relative to the simulator's (at least one frame).
+    pub queue_mean: f64,
+    /// Each flow's mean / fair share, absolute.
+    pub share: f64,
+}
+
+impl Default for TwinThresholds {
+    fn default() -> Self {
+        Self {
+            utilization: 0.05,
+            jain: 0.05,
+            queue_mean: 0.30,
+            share: 0.10,
+        }
+    }
 }
 
 impl Default for FidelityThresholds {
@@ -35,17 +110,39 @@ impl Default for FidelityThresholds {
             shortfall_max: 0.05,
             unexpected_drops_max: 0,
             pacing_error_max: 0.10,
+            ingress_early_max: 0.05,
+            twin: TwinThresholds::default(),
         }
     }
 }
 
 /// Verdict.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fidelity {
     /// No check failed.
     pub faithful: bool,
     /// One line per failed check (and notes that do not fail the run).
     pub warnings: Vec<String>,
+    /// Share of frames that reached the switches faster than their links could have
+    /// delivered them (`None`: not measured).
+    pub ingress_early_share: Option<f64>,
+}
+
+/// The ingress measure pooled over every port that measured frames: `(early share, the
+/// port with the largest share)`.
+pub fn ingress_share(run: &RunData) -> Option<(f64, &super::model::IngressBurst)> {
+    let ports = &run.fidelity.ingress;
+    let measured: u64 = ports.iter().map(|p| p.measured).sum();
+    if measured == 0 {
+        return None;
+    }
+    let early: u64 = ports.iter().map(|p| p.early).sum();
+    let share = |p: &super::model::IngressBurst| p.early as f64 / p.measured.max(1) as f64;
+    let worst = ports
+        .iter()
+        .filter(|p| p.measured > 0)
+        .max_by(|a, b| share(a).total_cmp(&share(b)))?;
+    Some((early as f64 / measured as f64, worst))
 }
 
 /// Drop reasons of the congestion points that are part of the emulated network (drop-tail of
@@ -101,6 +198,53 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
             }
         }
     }
+    // Ingress bursts.
+    let ingress = ingress_share(run);
+    let bursts = ingress.is_some_and(|(s, _)| s > th.ingress_early_max);
+    if let Some((share, worst)) = ingress {
+        let line = format!(
+            "ingress bursts: {:.2} % of the frames reached the switches faster than their links \
+             could have delivered them (limit {:.1} %); most at {}: {} of {}, up to {} in a row",
+            share * 100.0,
+            th.ingress_early_max * 100.0,
+            worst.port,
+            worst.early,
+            worst.measured,
+            worst.longest_run
+        );
+        if bursts {
+            faithful = false;
+            warnings.push(line);
+        } else {
+            warnings.push(format!("note: {line}"));
+        }
+    }
+    // Generators held back by their reaction points: excused only when the CNMs are explained.
+    if bursts {
+        for (name, owed) in &run.fidelity.held_back {
+            let got = run
+                .flows
+                .iter()
+                .find(|f| &f.name == name)
+                .and_then(|f| f.offered_bps);
+            let Some(got) = got.filter(|_| *owed > 0.0) else {
+                continue;
+            };
+            let short = 1.0 - got / owed;
+            if short > th.shortfall_max {
+                faithful = false;
+                warnings.push(format!(
+                    "generator shortfall: {name} was held back by its reaction point, but the \
+                     CNMs behind it are not explained (ingress bursts above the limit): offered \
+                     {} of {} ({:.1} % short, limit {:.1} %)",
+                    fmt_bps(got),
+                    fmt_bps(*owed),
+                    short * 100.0,
+                    th.shortfall_max * 100.0
+                ));
+            }
+        }
+    }
     // Unexpected drops: reported by the runner, and trace drop events with other reasons.
     let mut unexpected: Vec<(String, u64)> = run
         .fidelity
@@ -143,7 +287,190 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
             ));
         }
     }
-    Fidelity { faithful, warnings }
+    Fidelity {
+        faithful,
+        warnings,
+        ingress_early_share: ingress.map(|(s, _)| s),
+    }
+}
+
+/// One metric of the twin comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TwinMetric {
+    /// What is compared (`utilization sw0-r0`, `share f1`, ...).
+    pub metric: String,
+    /// The netns run's value (in scenario time).
+    pub netns: Option<f64>,
+    /// The simulator's value.
+    pub sim: Option<f64>,
+    /// The deviation: absolute, or relative when `relative`.
+    pub deviation: Option<f64>,
+    /// Whether `deviation` is relative to the simulator's value.
+    pub relative: bool,
+    /// The largest acceptable |deviation| (`None`: reported, not judged).
+    pub limit: Option<f64>,
+    /// Within the limit (true when not judged or not comparable).
+    pub ok: bool,
+}
+
+/// A netns run compared with the simulator on the same scenario and seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Twin {
+    /// The simulator's results directory, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_dir: Option<String>,
+    /// Per metric.
+    pub metrics: Vec<TwinMetric>,
+    /// Every judged metric within its limit.
+    pub faithful: bool,
+}
+
+/// A queue of less than one full frame is empty for the twin comparison (octets).
+pub const TWIN_QUEUE_FLOOR: f64 = 1500.0;
+/// CNM rates below one per second are too sparse for a relative deviation (per second).
+pub const TWIN_CNM_FLOOR: f64 = 1.0;
+
+/// Compares a netns run's summary with its simulator twin's (same scenario and seed).
+pub fn twin(netns: &Summary, sim: &Summary, th: &TwinThresholds) -> Twin {
+    let mut metrics = Vec::new();
+    let mut push = |metric: String,
+                    n: Option<f64>,
+                    s: Option<f64>,
+                    rel_floor: Option<f64>,
+                    limit: Option<f64>| {
+        let deviation = match (n, s) {
+            (Some(n), Some(s)) if n.is_finite() && s.is_finite() => Some(match rel_floor {
+                Some(floor) => (n - s) / s.abs().max(floor),
+                None => n - s,
+            }),
+            _ => None,
+        };
+        let ok = match (deviation, limit) {
+            (Some(d), Some(l)) => d.abs() <= l,
+            _ => true,
+        };
+        metrics.push(TwinMetric {
+            metric,
+            netns: n,
+            sim: s,
+            deviation,
+            relative: rel_floor.is_some(),
+            limit,
+            ok,
+        });
+    };
+    for b in &netns.bottlenecks {
+        let sb = sim.bottlenecks.iter().find(|x| x.name == b.name);
+        push(
+            format!("utilization {}", b.name),
+            b.utilization,
+            sb.and_then(|x| x.utilization),
+            None,
+            Some(th.utilization),
+        );
+        push(
+            format!("queue mean {}", b.name),
+            b.queue_mean_bytes,
+            sb.and_then(|x| x.queue_mean_bytes),
+            Some(TWIN_QUEUE_FLOOR),
+            Some(th.queue_mean),
+        );
+        push(
+            format!("queue p99 {}", b.name),
+            b.queue_p99_bytes,
+            sb.and_then(|x| x.queue_p99_bytes),
+            Some(TWIN_QUEUE_FLOOR),
+            None,
+        );
+    }
+    push("Jain".into(), netns.jain, sim.jain, None, Some(th.jain));
+    // CNMs per second in scenario time: a netns run at scale S runs S times slower.
+    let k = if sim.time_scale > 0.0 {
+        netns.time_scale / sim.time_scale
+    } else {
+        1.0
+    };
+    for f in &netns.flows {
+        let sf = sim.flows.iter().find(|x| x.name == f.name);
+        push(
+            format!("share {}", f.name),
+            f.share_ratio,
+            sf.and_then(|x| x.share_ratio),
+            None,
+            Some(th.share),
+        );
+        push(
+            format!("CNMs/s {}", f.name),
+            Some(f.cnm_per_s * k),
+            sf.map(|x| x.cnm_per_s),
+            Some(TWIN_CNM_FLOOR),
+            None,
+        );
+    }
+    let faithful = metrics.iter().all(|m| m.ok);
+    Twin {
+        sim_dir: None,
+        metrics,
+        faithful,
+    }
+}
+
+impl Twin {
+    /// One warning per metric beyond its limit.
+    pub fn warnings(&self) -> Vec<String> {
+        self.metrics
+            .iter()
+            .filter(|m| !m.ok)
+            .map(|m| {
+                format!(
+                    "twin: {} is {} in netns against {} in the simulator (deviation {}, limit ±{})",
+                    m.metric,
+                    fmt_opt(m.netns),
+                    fmt_opt(m.sim),
+                    m.fmt_deviation(),
+                    m.limit.map_or_else(|| "–".into(), |l| m.fmt_amount(l)),
+                )
+            })
+            .collect()
+    }
+}
+
+impl TwinMetric {
+    /// `+12.0 %` (relative) or `-0.031` (absolute); `–` when not comparable.
+    pub fn fmt_deviation(&self) -> String {
+        self.deviation.map_or_else(
+            || "–".into(),
+            |d| {
+                if self.relative {
+                    format!("{:+.1} %", d * 100.0)
+                } else {
+                    format!("{d:+.3}")
+                }
+            },
+        )
+    }
+
+    fn fmt_amount(&self, l: f64) -> String {
+        if self.relative {
+            format!("{:.0} %", l * 100.0)
+        } else {
+            format!("{l:.2}")
+        }
+    }
+}
+
+/// A value: whole numbers from 100 up, 4 decimals below; `–` when missing.
+pub fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(
+        || "–".into(),
+        |x| {
+            if x.abs() >= 100.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.4}")
+            }
+        },
+    )
 }
 
 /// A rate in the largest unit that keeps it ≥ 1: `9.87 Gb/s`, `512 Mb/s`.
@@ -163,7 +490,7 @@ pub fn fmt_bps(bps: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::model::{FlowSeries, RunMeta};
+    use crate::analysis::model::{FlowSeries, IngressBurst, RunMeta};
 
     #[test]
     fn clean_run_is_faithful() {
@@ -189,5 +516,197 @@ mod tests {
         let v = check(&run, &FidelityThresholds::default());
         assert!(!v.faithful);
         assert_eq!(v.warnings.len(), 4, "{:?}", v.warnings);
+    }
+
+    fn port(name: &str, measured: u64, early: u64) -> IngressBurst {
+        IngressBurst {
+            port: name.into(),
+            measured,
+            early,
+            longest_run: early.min(7),
+        }
+    }
+
+    /// A run whose generator `f0` was held back: it offered 60 Mb/s where the limiter and
+    /// line allowed 100 Mb/s in the intervals its agent pushed back.
+    fn held_back_run(early_h0: u64) -> RunData {
+        let mut run = RunData::new(RunMeta::new("s", "netns", 1.0, 1));
+        let mut f = FlowSeries::new("f0", &[]);
+        f.intended_bps = Some(60e6);
+        f.offered_bps = Some(60e6);
+        run.add_flow(f);
+        run.fidelity.held_back = vec![("f0".into(), 100e6)];
+        run.fidelity.ingress = vec![port("sw0 h0", 1000, early_h0), port("sw0 h1", 3000, 0)];
+        run
+    }
+
+    #[test]
+    fn ingress_bursts_are_pooled_over_ports_and_judged() {
+        let th = FidelityThresholds::default();
+        // 40 early of 4000 measured: 1 %, a note.
+        let v = check(&held_back_run(40), &th);
+        assert!(v.faithful, "{:?}", v.warnings);
+        assert_eq!(v.ingress_early_share, Some(0.01));
+        assert_eq!(v.warnings.len(), 1);
+        assert!(
+            v.warnings[0].starts_with("note: ingress bursts: 1.00 %"),
+            "{:?}",
+            v.warnings
+        );
+        assert!(
+            v.warnings[0].contains("sw0 h0: 40 of 1000"),
+            "{:?}",
+            v.warnings
+        );
+        // 400 of 4000: 10 %, above the 5 % limit.
+        let v = check(&held_back_run(400), &th);
+        assert!(!v.faithful);
+        assert_eq!(v.ingress_early_share, Some(0.1));
+        assert!(
+            v.warnings[0].starts_with("ingress bursts: 10.00 %"),
+            "{:?}",
+            v.warnings
+        );
+        // Nothing measured: no figure, no verdict.
+        let mut run = held_back_run(0);
+        run.fidelity.ingress.clear();
+        assert_eq!(check(&run, &th).ingress_early_share, None);
+    }
+
+    #[test]
+    fn held_back_counts_as_short_only_when_the_cnms_are_unexplained() {
+        let th = FidelityThresholds::default();
+        // Bursts under the limit: the CNMs are explained, holding back is QCN at work.
+        let v = check(&held_back_run(40), &th);
+        assert!(
+            !v.warnings.iter().any(|w| w.contains("held back")),
+            "{:?}",
+            v.warnings
+        );
+        // Bursts above it: 60 of the 100 Mb/s owed is 40 % short.
+        let v = check(&held_back_run(400), &th);
+        let w: Vec<&String> = v
+            .warnings
+            .iter()
+            .filter(|w| w.contains("held back"))
+            .collect();
+        assert_eq!(w.len(), 1, "{:?}", v.warnings);
+        assert!(
+            w[0].contains("f0") && w[0].contains("40.0 % short"),
+            "{w:?}"
+        );
+    }
+
+    fn summary(util: f64, qmean: f64, jain: f64, shares: &[f64], cnm: f64, scale: f64) -> Summary {
+        use crate::analysis::summary::{BottleneckSummary, FlowSummary};
+        Summary {
+            scenario: "s".into(),
+            mode: "netns".into(),
+            variant: None,
+            duration_s: 1.0,
+            seed: 1,
+            time_scale: scale,
+            steady_window_s: [0.0, 1.0],
+            flows: shares
+                .iter()
+                .enumerate()
+                .map(|(i, r)| FlowSummary {
+                    name: format!("f{i}"),
+                    mean_bps: Some(*r),
+                    fair_share_bps: Some(1.0),
+                    cnm_rx: 0,
+                    cnm_per_s: cnm,
+                    share_ratio: Some(*r),
+                    weight: 1.0,
+                })
+                .collect(),
+            bottlenecks: vec![BottleneckSummary {
+                name: "sw0-r0".into(),
+                link: "sw0-r0".into(),
+                capacity_bps: Some(1e9),
+                utilization: Some(util),
+                queue_mean_bytes: Some(qmean),
+                queue_std_bytes: None,
+                queue_p99_bytes: Some(2.0 * qmean),
+                queue_max_bytes: None,
+                time_above_qhigh_s: None,
+                drops: 0,
+                pause_tx: 0,
+            }],
+            jain: Some(jain),
+            jain_rates: Some(jain),
+            convergence_s: vec![],
+            convergence_events: vec![],
+            faithful: true,
+            warnings: vec![],
+            ingress_early_share: None,
+            twin: None,
+        }
+    }
+
+    #[test]
+    fn twin_compares_each_metric_with_its_limit() {
+        let th = TwinThresholds::default();
+        let sim = summary(0.984, 29_700.0, 0.994, &[1.0, 0.99], 100.0, 1.0);
+        // Within every limit: util −3.4 points, queue −20 %, Jain −0.044, shares −0.05/+0.01,
+        // CNMs 12/s at S = 10 = 120/s in scenario time (+20 %, reported only).
+        let close = summary(0.95, 23_760.0, 0.95, &[0.95, 1.0], 12.0, 10.0);
+        let t = twin(&close, &sim, &th);
+        assert!(t.faithful, "{t:?}");
+        let get = |t: &Twin, m: &str| t.metrics.iter().find(|x| x.metric == m).cloned().unwrap();
+        let u = get(&t, "utilization sw0-r0");
+        assert!((u.deviation.unwrap() + 0.034).abs() < 1e-9, "{u:?}");
+        let q = get(&t, "queue mean sw0-r0");
+        assert!(
+            q.relative && (q.deviation.unwrap() + 0.2).abs() < 1e-9,
+            "{q:?}"
+        );
+        let c = get(&t, "CNMs/s f0");
+        assert_eq!(c.netns, Some(120.0));
+        assert!((c.deviation.unwrap() - 0.2).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.limit, None);
+        assert!(t.warnings().is_empty());
+        // The baseline of the issue: util 68 %, Jain 0.84, queue mean 6.1 kB.
+        let far = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 12.0, 10.0);
+        let t = twin(&far, &sim, &th);
+        assert!(!t.faithful);
+        let bad: Vec<&str> = t
+            .metrics
+            .iter()
+            .filter(|m| !m.ok)
+            .map(|m| m.metric.as_str())
+            .collect();
+        assert_eq!(
+            bad,
+            [
+                "utilization sw0-r0",
+                "queue mean sw0-r0",
+                "Jain",
+                "share f0",
+                "share f1"
+            ]
+        );
+        assert_eq!(t.warnings().len(), 5);
+        assert!(t.warnings()[1].contains("-79.5 %"), "{:?}", t.warnings());
+        // A queue of less than a frame in the simulator: the deviation is taken against one
+        // frame, not against a near-zero number.
+        let sim0 = summary(0.984, 100.0, 0.994, &[1.0, 1.0], 100.0, 1.0);
+        let n0 = summary(0.984, 400.0, 0.994, &[1.0, 1.0], 10.0, 10.0);
+        let q = get(&twin(&n0, &sim0, &th), "queue mean sw0-r0");
+        assert!((q.deviation.unwrap() - 0.2).abs() < 1e-9, "{q:?}");
+    }
+
+    #[test]
+    fn the_twin_verdict_makes_the_summary_unfaithful() {
+        let sim = summary(0.984, 29_700.0, 0.994, &[1.0, 0.99], 100.0, 1.0);
+        let mut s = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 12.0, 10.0);
+        s.add_twin(&sim, &TwinThresholds::default(), Some("twin-sim".into()));
+        assert!(!s.faithful);
+        assert!(s
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("twin: utilization sw0-r0")));
+        let back = Summary::from_json(&s.to_json()).unwrap();
+        assert_eq!(back.twin, s.twin);
     }
 }

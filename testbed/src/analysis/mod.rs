@@ -51,6 +51,7 @@ pub mod summary;
 pub mod trace;
 
 pub use model::{
-    Bottleneck, Event, FidelityInputs, FlowSeries, LinkSpec, Marker, QueueSeries, RunData, RunMeta,
+    Bottleneck, Event, FidelityInputs, FlowSeries, IngressBurst, LinkSpec, Marker, QueueSeries,
+    RunData, RunMeta,
 };
 pub use summary::{analyze, Analysis, AnalysisOptions, Summary};

@@ -524,6 +524,29 @@ pub struct FidelityInputs {
     pub unexpected_drops: Vec<(String, u64)>,
     /// Pacing error of generators: `(flow, relative error of inter-frame gaps, mean |err|/gap)`.
     pub pacing_error: Vec<(String, f64)>,
+    /// Ingress burstiness of each switch port that measured any frame.
+    #[serde(default)]
+    pub ingress: Vec<IngressBurst>,
+    /// Generators held back by their reaction point in some interval (the agent's queue
+    /// pushed back): `(flow, intended rate (bit/s) when those intervals owe the limiter's or
+    /// the line's rate)`. Held back counts as "not short" only when the CNMs behind it are
+    /// explained ([`crate::analysis::fidelity`]).
+    #[serde(default)]
+    pub held_back: Vec<(String, f64)>,
+}
+
+/// One switch port's ingress burst measure (cp-switch `stats` → `ports[].ingress`): frames
+/// that reached it faster than its link could have delivered them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngressBurst {
+    /// `switch port`.
+    pub port: String,
+    /// Frames compared with their predecessor's kernel receive time.
+    pub measured: u64,
+    /// Of those, frames that arrived faster than the link's rate allows.
+    pub early: u64,
+    /// Longest run of consecutive early frames.
+    pub longest_run: u64,
 }
 
 /// Everything known about one run.

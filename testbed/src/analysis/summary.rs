@@ -6,7 +6,14 @@
 //!   "bottlenecks":[{"name","link","capacity_bps","utilization","queue_mean_bytes",
 //!     "queue_std_bytes","queue_p99_bytes","queue_max_bytes","time_above_qhigh_s","drops",
 //!     "pause_tx"}],
-//!   "jain","jain_rates","convergence_s":[...],"convergence_events":[...],"faithful","warnings"}`.
+//!   "jain","jain_rates","convergence_s":[...],"convergence_events":[...],"faithful","warnings",
+//!   "ingress_early_share"?, "twin"?: {"sim_dir"?, "metrics":[{"metric","netns","sim",
+//!     "deviation","relative","limit","ok"}], "faithful"}}`.
+//!
+//! `ingress_early_share` (netns) is the share of frames that reached the switches faster than
+//! their links could have delivered them; `twin` (netns `--twin`) compares the run with the
+//! simulator on the same scenario and seed, and `faithful` includes its verdict
+//! ([`super::fidelity`]).
 //!
 //! Means, fair shares, Jain, queue statistics, utilization and CNM rates are taken over the
 //! steady-state window; `cnm_rx`, `drops` and `pause_tx` count the whole run. `convergence_s[k]`
@@ -14,7 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::fidelity::{self, FidelityThresholds};
+use super::fidelity::{self, FidelityThresholds, Twin};
 use super::metrics::{self, ConvergenceOptions, Epoch};
 use super::model::RunData;
 
@@ -98,6 +105,13 @@ pub struct Summary {
     pub faithful: bool,
     /// Fidelity failures and analysis notes.
     pub warnings: Vec<String>,
+    /// Share of frames that reached the switches faster than their links could have
+    /// delivered them (netns; `null`: not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_early_share: Option<f64>,
+    /// The comparison with the simulator on the same scenario and seed (`--twin`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin: Option<Twin>,
 }
 
 /// Analysis settings.
@@ -241,6 +255,8 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         convergence_events,
         faithful: fid.faithful,
         warnings,
+        ingress_early_share: fid.ingress_early_share,
+        twin: None,
     };
     Analysis {
         summary,
@@ -250,6 +266,21 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
 }
 
 impl Summary {
+    /// Adds the comparison with the simulator twin `sim` (same scenario and seed): its
+    /// failures become warnings and make the run unfaithful.
+    pub fn add_twin(
+        &mut self,
+        sim: &Summary,
+        th: &fidelity::TwinThresholds,
+        sim_dir: Option<String>,
+    ) {
+        let mut t = fidelity::twin(self, sim, th);
+        t.sim_dir = sim_dir;
+        self.warnings.extend(t.warnings());
+        self.faithful &= t.faithful;
+        self.twin = Some(t);
+    }
+
     /// Pretty JSON text.
     pub fn to_json(&self) -> String {
         // Serializing plain structs of numbers and strings cannot fail; non-finite floats

@@ -59,8 +59,24 @@ fn write(dir: &Path, name: &str, text: &str, files: &mut Vec<PathBuf>) -> std::i
 
 /// Analyzes `run` and writes its results directory `dir` (created if missing).
 pub fn write_run(dir: &Path, run: &RunData, opts: &ReportOptions) -> std::io::Result<RunReport> {
+    write_run_with_twin(dir, run, opts, None)
+}
+
+/// As [`write_run`], the summary compared with the simulator twin's (`twin`: its summary and
+/// results directory; [`crate::analysis::fidelity::twin`]).
+pub fn write_run_with_twin(
+    dir: &Path,
+    run: &RunData,
+    opts: &ReportOptions,
+    twin: Option<(&Summary, Option<String>)>,
+) -> std::io::Result<RunReport> {
     std::fs::create_dir_all(dir)?;
     let mut analysis = analyze(run, &opts.analysis);
+    if let Some((sim, sim_dir)) = twin {
+        analysis
+            .summary
+            .add_twin(sim, &opts.analysis.fidelity.twin, sim_dir);
+    }
     let mut files = Vec::new();
     let mut plot_error = None;
     let mut plots = Vec::new();
@@ -169,6 +185,56 @@ pub fn summary_markdown(s: &Summary) -> String {
     o
 }
 
+/// The twin comparison as a Markdown table.
+pub fn twin_markdown(t: &crate::analysis::fidelity::Twin) -> String {
+    use crate::analysis::fidelity::fmt_opt;
+    let mut o = String::new();
+    let _ = writeln!(o, "## Twin\n");
+    let _ = writeln!(
+        o,
+        "The simulator on the same scenario and seed{}; rates and times in scenario time. \
+         Within limits: **{}**.\n",
+        t.sim_dir
+            .as_deref()
+            .map(|d| format!(" (`{d}`)"))
+            .unwrap_or_default(),
+        if t.faithful { "yes" } else { "no" }
+    );
+    let _ = writeln!(
+        o,
+        "| metric | netns | simulator | deviation | limit | within |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
+    for m in &t.metrics {
+        let limit = m.limit.map_or_else(
+            || "–".to_string(),
+            |l| {
+                if m.relative {
+                    format!("±{:.0} %", l * 100.0)
+                } else {
+                    format!("±{l:.2}")
+                }
+            },
+        );
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            m.metric,
+            fmt_opt(m.netns),
+            fmt_opt(m.sim),
+            m.fmt_deviation(),
+            limit,
+            match (m.ok, m.limit) {
+                (_, None) => "–",
+                (true, _) => "yes",
+                (false, _) => "**no**",
+            }
+        );
+    }
+    o.push('\n');
+    o
+}
+
 /// `report.md` of one run.
 pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
     let mut o = String::new();
@@ -198,6 +264,17 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
     }
     let _ = writeln!(o, "## Summary\n");
     o.push_str(&summary_markdown(s));
+    if let Some(e) = s.ingress_early_share {
+        let _ = writeln!(
+            o,
+            "Ingress: {:.2} % of the frames reached the switches faster than their links could \
+             have delivered them (kernel receive times).\n",
+            e * 100.0
+        );
+    }
+    if let Some(t) = &s.twin {
+        o.push_str(&twin_markdown(t));
+    }
     if with_plots {
         let _ = writeln!(o, "## Plots\n");
         for (name, what) in [

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::fidelity::fmt_bps;
+use crate::analysis::fidelity::{fmt_bps, fmt_opt, Twin};
 use crate::analysis::Summary;
 
 fn opt_bps(v: Option<f64>) -> String {
@@ -89,9 +89,65 @@ pub fn summary_table(s: &Summary) -> String {
             c.map_or_else(|| "no".to_string(), |c| format!("{c:.3} s"))
         );
     }
+    if let Some(e) = s.ingress_early_share {
+        let _ = writeln!(
+            o,
+            "ingress: {:.2} % of the frames reached the switches faster than their links allow",
+            e * 100.0
+        );
+    }
+    if let Some(t) = &s.twin {
+        o.push_str(&twin_table(t));
+    }
     let _ = writeln!(o, "faithful: {}", if s.faithful { "yes" } else { "NO" });
     for w in &s.warnings {
         let _ = writeln!(o, "warning: {w}");
+    }
+    o
+}
+
+/// The twin comparison: per metric the netns value, the simulator's, the deviation and the
+/// limit.
+pub fn twin_table(t: &Twin) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "twin (simulator, same scenario and seed){}:",
+        t.sim_dir
+            .as_deref()
+            .map(|d| format!(" {d}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        o,
+        "  {:<22} {:>12} {:>12} {:>10} {:>8}  {}",
+        "metric", "netns", "sim", "deviation", "limit", "ok"
+    );
+    for m in &t.metrics {
+        let limit = m.limit.map_or_else(
+            || "-".to_string(),
+            |l| {
+                if m.relative {
+                    format!("±{:.0}%", l * 100.0)
+                } else {
+                    format!("±{l:.2}")
+                }
+            },
+        );
+        let _ = writeln!(
+            o,
+            "  {:<22} {:>12} {:>12} {:>10} {:>8}  {}",
+            m.metric,
+            fmt_opt(m.netns),
+            fmt_opt(m.sim),
+            m.fmt_deviation(),
+            limit,
+            match (m.ok, m.limit) {
+                (true, Some(_)) => "yes",
+                (true, None) => "",
+                (false, _) => "NO",
+            }
+        );
     }
     o
 }

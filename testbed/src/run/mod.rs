@@ -11,6 +11,10 @@
 //!   `rp-agent gen`/`sink` per host, the schedule run in wall-clock time at scale S
 //!   (QCN-REFERENCE §5), fidelity measured, everything torn down on exit, error or Ctrl-C.
 //!
+//! `--twin` (netns): the simulator then runs the same scenario and seed into `twin-sim/`, and
+//! the run's summary compares the two per metric ([`crate::analysis::fidelity::twin`]); the
+//! run is faithful only within the comparison's limits.
+//!
 //! Variants (`--variant`, `testbed compare --modes`) change the congestion points of every
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
@@ -92,6 +96,9 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Skip the plots.
     pub no_plots: bool,
+    /// After a netns run, run the simulator on the same scenario and seed (into `twin-sim/`)
+    /// and compare ([`crate::analysis::fidelity::twin`]).
+    pub twin: bool,
 }
 
 impl RunOptions {
@@ -107,6 +114,7 @@ impl RunOptions {
             bin_dir: None,
             quiet: false,
             no_plots: false,
+            twin: false,
         }
     }
 }
@@ -217,13 +225,35 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("results directory {}", dir.display()))?;
     let mut data = runner::run(&sc, opts, &dir)?;
-    data.meta.variant = label;
+    data.meta.variant = label.clone();
     let ropts = ReportOptions {
         no_plots: opts.no_plots,
         ..ReportOptions::default()
     };
-    let report = report::write_run(&dir, &data, &ropts)
-        .with_context(|| format!("writing results into {}", dir.display()))?;
+    let twin = match (opts.twin, opts.mode) {
+        (true, Mode::Netns) => {
+            // The same scenario (variant and modes applied) and seed, in the simulator.
+            let twin_dir = dir.join("twin-sim");
+            let mut o = opts.clone();
+            o.mode = Mode::Sim;
+            o.capture = false;
+            std::fs::create_dir_all(&twin_dir)
+                .with_context(|| format!("results directory {}", twin_dir.display()))?;
+            let mut sim = runner::run(&sc, &o, &twin_dir)?;
+            sim.meta.variant = label;
+            let r = report::write_run(&twin_dir, &sim, &ropts)
+                .with_context(|| format!("writing results into {}", twin_dir.display()))?;
+            Some((r.summary, twin_dir.display().to_string()))
+        }
+        _ => None,
+    };
+    let report = report::write_run_with_twin(
+        &dir,
+        &data,
+        &ropts,
+        twin.as_ref().map(|(s, d)| (s, Some(d.clone()))),
+    )
+    .with_context(|| format!("writing results into {}", dir.display()))?;
     Ok(RunOutcome { dir, data, report })
 }
 

@@ -5,6 +5,8 @@
 //!   (`intended_bps`: a greedy generator owes the limiter's or the line's rate unless its
 //!   agent pushed back; a patterned one its pattern's rate, capped), and for CBR the pacing
 //!   error.
+//! * Each switch port's ingress burst measure (its final `stats` → `ports[].ingress`): the
+//!   frames that reached it faster than its link could have delivered them.
 //! * A sink's reports are anchored at its first frame (its summary's `secs` before the stop)
 //!   and follow each other by their `secs`; frames it counted lost that no switch dropped were
 //!   lost in the kernel (a fidelity figure).
@@ -22,7 +24,7 @@ use super::super::world::Scaling;
 use super::daemons::SinkProc;
 use super::endpoints::{ClientProc, GenProc};
 use crate::analysis::trace::{read_trace_file, TraceOptions};
-use crate::analysis::RunData;
+use crate::analysis::{IngressBurst, RunData};
 use crate::run::{incast, iperf};
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
@@ -185,6 +187,7 @@ pub fn collect(
         .flatten()
         .filter_map(|p| p["drops"].as_u64())
         .sum();
+    collect_ingress(run, stats);
     if lost_total > switch_drops {
         run.fidelity.unexpected_drops.push((
             "outside the switches (veth, sockets)".into(),
@@ -229,6 +232,25 @@ pub fn collect(
     ));
 }
 
+/// Each switch port's ingress burst measure, from the switches' final `stats`.
+fn collect_ingress(run: &mut RunData, stats: &BTreeMap<String, Value>) {
+    for (sw, v) in stats {
+        for p in v["ports"].as_array().into_iter().flatten() {
+            let ing = &p["ingress"];
+            let count = |k: &str| ing[k].as_u64().unwrap_or(0);
+            if count("measured") == 0 {
+                continue;
+            }
+            run.fidelity.ingress.push(IngressBurst {
+                port: format!("{sw} {}", p["name"].as_str().unwrap_or("?")),
+                measured: count("measured"),
+                early: count("early"),
+                longest_run: count("longest_run"),
+            });
+        }
+    }
+}
+
 /// Generators: offered rate, current rate of the limiter, CNMs, pacing error.
 fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gens: &[GenProc]) {
     let name_of = |i: usize| {
@@ -253,6 +275,8 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
         let mut cnm_prev = 0u64;
         let mut bp_prev = 0u64;
         let (mut want_sum, mut secs_sum) = (0.0, 0.0);
+        // What the intervals would owe with held-back ones not excused.
+        let (mut owed_sum, mut held) = (0.0, false);
         let mut pacing = Vec::new();
         let Some(fs) = run.flow_mut(&name) else {
             continue;
@@ -279,14 +303,16 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
                     // working, not a shortfall. Otherwise a patterned generator owes its
                     // pattern's rate, capped by the limiter and the line.
                     let cap = v.cr_bps.unwrap_or(line_rate).min(line_rate);
-                    let want = match pattern {
-                        _ if pressed => bps,
+                    let owed = match pattern {
                         Some(Pattern::Greedy) | None => cap,
                         Some(Pattern::Cbr(r))
                         | Some(Pattern::OnOff { rate: r, .. })
                         | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r).min(cap),
                     };
+                    let want = if pressed { bps } else { owed };
+                    held |= pressed;
                     want_sum += want * secs;
+                    owed_sum += owed * secs;
                     secs_sum += secs;
                     // Pacing of a CBR generator, measured where nothing else set its pace.
                     if let Some(Pattern::Cbr(r)) = pattern {
@@ -304,6 +330,11 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
         }
         if secs_sum > 0.0 {
             fs.intended_bps = Some(want_sum / secs_sum);
+            if held {
+                run.fidelity
+                    .held_back
+                    .push((name.clone(), owed_sum / secs_sum));
+            }
         }
         if !pacing.is_empty() {
             let e = pacing.iter().sum::<f64>() / pacing.len() as f64;
