@@ -178,7 +178,7 @@ pub fn collect(
     o: &Outputs<'_>,
 ) {
     collect_gens(sc, graph, k, run, o.gens);
-    let lost_total = collect_sinks(sc, run, o.sinks);
+    let lost_total = collect_sinks(sc, graph, k, run, o.sinks);
     let stats = o.stats;
     // Frames the sinks missed that no switch dropped were lost in the kernel.
     let switch_drops: u64 = stats
@@ -344,7 +344,13 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
 }
 
 /// Sinks: each flow's received throughput; returns the frames the sinks counted lost.
-fn collect_sinks(sc: &Scenario, run: &mut RunData, sinks: &[SinkProc]) -> u64 {
+fn collect_sinks(
+    sc: &Scenario,
+    graph: &Graph,
+    k: Scaling,
+    run: &mut RunData,
+    sinks: &[SinkProc],
+) -> u64 {
     let macs = sc.topo.host_macs();
     let name_of = |i: usize| {
         sc.topo.flow[i]
@@ -352,48 +358,151 @@ fn collect_sinks(sc: &Scenario, run: &mut RunData, sinks: &[SinkProc]) -> u64 {
             .clone()
             .unwrap_or_else(|| format!("f{i}"))
     };
-    // Sinks: received throughput per flow; the reports are anchored at the sink's first frame
-    // (its summary's `secs` before the stop) and follow each other by their `secs`.
     let mut lost_total = 0u64;
     for s in sinks {
         let (host, out, stop_s) = (&s.host, &s.out, s.stop_s);
         let lines: Vec<SinkLine> = read_json_lines(out);
-        let span = lines
+        lost_total += lines
             .iter()
             .filter(|v| v.kind == "summary")
-            .map(|v| v.secs)
-            .fold(0.0, f64::max);
-        let first_frame = stop_s - span;
-        let mut t = first_frame;
-        let mut group_secs = None::<f64>;
-        let mut seen: Vec<(String, u64)> = Vec::new();
-        for v in &lines {
-            let key = (v.src.to_ascii_lowercase(), v.flow);
-            match v.kind.as_str() {
-                "interval" => {
-                    let secs = v.secs;
-                    if group_secs != Some(secs) || seen.contains(&key) {
-                        t += secs;
-                        group_secs = Some(secs);
-                        seen.clear();
-                    }
-                    seen.push(key.clone());
-                    let flow = sc.topo.flow.iter().enumerate().find(|(_, f)| {
-                        &f.dst == host
-                            && macs
-                                .get(&f.src)
-                                .is_some_and(|m| m.to_string().to_ascii_lowercase() == key.0)
-                    });
-                    if let Some((i, _)) = flow {
-                        if let Some(fs) = run.flow_mut(&name_of(i)) {
-                            fs.push_interval(t - secs, t, Bytes::new(v.bytes));
-                        }
-                    }
+            .map(|v| v.lost)
+            .sum::<u64>();
+        let downlink = graph
+            .uplink(host)
+            .map(|li| k.rate(sc.topo.link[li].rate))
+            .filter(|r| *r > 0.0);
+        for iv in sink_intervals(&lines, stop_s, downlink) {
+            let flow = sc.topo.flow.iter().enumerate().find(|(_, f)| {
+                &f.dst == host
+                    && macs
+                        .get(&f.src)
+                        .is_some_and(|m| m.to_string().to_ascii_lowercase() == iv.src)
+            });
+            if let Some((i, _)) = flow {
+                if let Some(fs) = run.flow_mut(&name_of(i)) {
+                    fs.push_interval(iv.from_s, iv.to_s, Bytes::new(iv.bytes));
                 }
-                "summary" => lost_total += v.lost,
-                _ => {}
             }
         }
     }
     lost_total
+}
+
+/// One flow's octets over one reporting interval of a sink, on the schedule's clock.
+#[derive(Debug, Clone, PartialEq)]
+struct SinkInterval {
+    /// Source MAC (lower case).
+    src: String,
+    from_s: f64,
+    to_s: f64,
+    bytes: u64,
+}
+
+/// A sink's `interval` reports on the schedule's clock.
+///
+/// The reports are anchored at the sink's first frame (its summary's `secs` before
+/// `stop_s`) and follow each other by their `secs`; the reports of one interval (one per flow)
+/// share their `secs`.
+///
+/// The sink starts its first interval when it *processes* its first frame, not when that
+/// frame arrived: a sink that was descheduled when traffic began finds a backlog in its
+/// receive ring, drains it in a fraction of a millisecond and counts it all in a first
+/// interval that may be far shorter than the time the frames took to arrive (a 1 Gb/s link
+/// then showed 28 Gb/s at t = 0). The octets of that interval crossed the sink's own link
+/// (`downlink_bps`), so they took at least `octets × 8 / rate`: the first interval starts no
+/// later than that before its end. The intervals after it start where the previous one ended,
+/// so a backlog there is counted over the time it took to build.
+fn sink_intervals(lines: &[SinkLine], stop_s: f64, downlink_bps: Option<f64>) -> Vec<SinkInterval> {
+    let span = lines
+        .iter()
+        .filter(|v| v.kind == "summary")
+        .map(|v| v.secs)
+        .fold(0.0, f64::max);
+    let mut out = Vec::new();
+    let mut t = stop_s - span;
+    let mut group_secs = None::<f64>;
+    let mut seen: Vec<(String, u64)> = Vec::new();
+    let mut groups = 0usize;
+    let mut first_group_end = 0;
+    for v in lines.iter().filter(|v| v.kind == "interval") {
+        let key = (v.src.to_ascii_lowercase(), v.flow);
+        let secs = v.secs;
+        if group_secs != Some(secs) || seen.contains(&key) {
+            t += secs;
+            group_secs = Some(secs);
+            seen.clear();
+            groups += 1;
+        }
+        if groups == 1 {
+            first_group_end = out.len() + 1;
+        }
+        seen.push(key.clone());
+        out.push(SinkInterval {
+            src: key.0,
+            from_s: t - secs,
+            to_s: t,
+            bytes: v.bytes,
+        });
+    }
+    // The first interval lasted at least as long as its octets needed on the sink's link.
+    let first = &mut out[..first_group_end];
+    if let (Some(rate), Some(iv)) = (downlink_bps, first.first()) {
+        let bytes: u64 = first.iter().map(|x| x.bytes).sum();
+        let need = bytes as f64 * 8.0 / rate;
+        let from = iv.to_s - need;
+        if from < iv.from_s {
+            for x in first.iter_mut() {
+                x.from_s = from;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(kind: &str, secs: f64, src: &str, bytes: u64) -> SinkLine {
+        SinkLine {
+            kind: kind.into(),
+            secs,
+            src: src.into(),
+            flow: 0,
+            bytes,
+            lost: 0,
+        }
+    }
+
+    #[test]
+    fn a_backlog_drained_at_the_start_is_spread_over_its_arrival() {
+        // Two flows into a 1 Gb/s sink link. The first interval lasted 1 ms by the sink's
+        // clock but holds 3.5 MB: 28 Gb/s as reported, 28 ms at the link's rate. The second
+        // interval (100 ms, 10 MB) is left as it is.
+        let lines = [
+            line("interval", 0.001, "02:00:00:00:01:00", 2_000_000),
+            line("interval", 0.001, "02:00:00:00:01:01", 1_500_000),
+            line("interval", 0.1, "02:00:00:00:01:00", 6_000_000),
+            line("interval", 0.1, "02:00:00:00:01:01", 4_000_000),
+            line("summary", 0.101, "02:00:00:00:01:00", 8_000_000),
+        ];
+        // Stopped at 1.101 s: the first frame was processed at 1.0 s.
+        let got = sink_intervals(&lines, 1.101, Some(1e9));
+        assert_eq!(got.len(), 4);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(got[0].from_s, 1.001 - 0.028), "{got:?}");
+        assert!(close(got[1].from_s, 1.001 - 0.028), "{got:?}");
+        assert!(close(got[0].to_s, 1.001) && close(got[1].to_s, 1.001));
+        assert!(close(got[2].from_s, 1.001) && close(got[2].to_s, 1.101));
+        assert_eq!(got[3].src, "02:00:00:00:01:01");
+        // Both flows together never exceed the link in the first interval.
+        let first: u64 = got[..2].iter().map(|x| x.bytes).sum();
+        assert!(first as f64 * 8.0 / (got[0].to_s - got[0].from_s) <= 1e9 + 1.0);
+        // Without a known rate, or when the interval was long enough, nothing moves.
+        let plain = sink_intervals(&lines, 1.101, None);
+        assert!(close(plain[0].from_s, 1.0));
+        let slow = sink_intervals(&lines, 1.101, Some(100e9));
+        assert!(close(slow[0].from_s, 1.0));
+        assert!(sink_intervals(&[], 1.0, Some(1e9)).is_empty());
+    }
 }
