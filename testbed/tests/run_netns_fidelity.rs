@@ -1,0 +1,87 @@
+//! The fidelity check tells the truth (root only): a netns run starved of CPU on purpose (every
+//! process of the lab pinned to one CPU, the dumbbell at S = 10, where even two CPUs do not
+//! suffice) must not come out faithful, must report the share of frames that reached the
+//! switch faster than its links allow, and its simulator twin must disagree with it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::netns::{assert_clean, out_dir, prefix_of};
+use std::process::{Command, Stdio};
+
+#[test]
+fn a_cpu_starved_run_is_not_faithful() {
+    let test = "a_cpu_starved_run_is_not_faithful";
+    if !testbed::netns::can_run_network_tests(test) {
+        return;
+    }
+    let Ok(cpu) = Command::new("taskset").arg("-p").arg("1").output() else {
+        eprintln!("{test}: skipped: taskset (util-linux) is not installed");
+        return;
+    };
+    if !cpu.status.success() {
+        eprintln!("{test}: skipped: taskset cannot read CPU affinities here");
+        return;
+    }
+    let dir = out_dir("run-netns-fidelity", "starved");
+    // taskset pins the runner, and every daemon it starts inherits the one CPU. The scenario
+    // is shortened to 1.5 s (6 s of wall clock) so that the twin is quick too.
+    let status = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_testbed"))
+        .arg("run")
+        .arg("--bin-dir")
+        .arg(testbed::bins::dir())
+        .args([
+            "dumbbell",
+            "--twin",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.scale=10",
+            "--set",
+            "duration=1500ms",
+            "--set",
+            "scenario.window=[\"500ms\",\"1500ms\"]",
+            "--set",
+            "scenario.netns.duration=6s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    let prefix = prefix_of(&dir);
+    if let Some(p) = &prefix {
+        assert_clean(p);
+    }
+    assert!(status.success(), "{status}");
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(s["mode"], "netns");
+    assert_eq!(s["time_scale"], 10.0);
+    assert_eq!(s["faithful"], false, "{text}");
+    // The ingress burst share is measured and reported, in the summary and the report.
+    let share = s["ingress_early_share"].as_f64();
+    assert!(share.is_some_and(|x| (0.0..=1.0).contains(&x)), "{text}");
+    eprintln!(
+        "{test}: ingress early share {:.2} %",
+        share.unwrap() * 100.0
+    );
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("faster than their links"), "{report}");
+    // The twin ran on the same scenario and seed and disagrees beyond its limits.
+    let twin = &s["twin"];
+    assert_eq!(twin["faithful"], false, "{text}");
+    let metrics = twin["metrics"].as_array().unwrap();
+    assert!(metrics.iter().any(|m| m["metric"] == "utilization sw0-r0"));
+    assert!(metrics.iter().any(|m| m["ok"] == false), "{text}");
+    assert!(report.contains("## Twin"), "{report}");
+    let sim: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("twin-sim").join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sim["mode"], "sim");
+    assert_eq!(sim["seed"], s["seed"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
