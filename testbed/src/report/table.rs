@@ -120,8 +120,8 @@ pub fn twin_table(t: &Twin) -> String {
     );
     let _ = writeln!(
         o,
-        "  {:<22} {:>12} {:>12} {:>10} {:>8}  {}",
-        "metric", "netns", "sim", "deviation", "limit", "ok"
+        "  {:<22} {:>12} {:>12} {:>10} {:>8}  ok",
+        "metric", "netns", "sim", "deviation", "limit"
     );
     for m in &t.metrics {
         let limit = m.limit.map_or_else(
