@@ -54,7 +54,7 @@
 
 use crate::config::{
     alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
-    NUM_PRIORITIES,
+    LLDP_TTL_SECS, LLDP_TX_INTERVAL, NUM_PRIORITIES,
 };
 use crate::cp::flows::HDR_LEN;
 use crate::cp::{
@@ -169,6 +169,8 @@ pub struct Bridge {
     line_cost: crate::cp::explicit_rate::LineCost,
     /// Some port is a CND edge port (its priority remapping follows the CNPVs).
     has_edge: bool,
+    /// When the `auto` ports advertise next (`None`: no port is `auto`).
+    lldp_due: Option<Instant>,
 }
 
 /// How [`Bridge::set_cp_config`] applied a change.
@@ -242,8 +244,15 @@ struct Port {
     /// Bit p set: the output queue of priority p holds frames.
     backlog: u8,
     counters: PortCounters,
-    /// CND defence `edge` or `interior`: frames leave without their CN-TAG.
-    strip_cn_tag: bool,
+    /// CND defence, as configured.
+    cnd: CndDefense,
+    /// Bit p: frames of priority p leave without their CN-TAG (from `cnd` and
+    /// `neighbour_cn`, [`CndDefense::strip_mask`]).
+    strip_mask: u8,
+    /// Until when `neighbour_cn` holds (its LLDPDU's TTL).
+    neighbour_until: Instant,
+    /// The Ready indicators last advertised (`auto` ports).
+    advertised: Option<u8>,
     /// Priority a frame received with priority p is queued at: p itself, or the alternate
     /// priority for a CNPV on an `edge` port (`crate::config::CndDefense`).
     remap: [u8; P],
@@ -288,7 +297,10 @@ impl Bridge {
                     neighbour_cn: None,
                     backlog: 0,
                     counters: PortCounters::default(),
-                    strip_cn_tag: pc.cnd_defense.strips_cn_tag(),
+                    cnd: pc.cnd_defense,
+                    strip_mask: pc.cnd_defense.strip_mask(None),
+                    neighbour_until: Instant::ZERO,
+                    advertised: None,
                     remap: std::array::from_fn(|p| {
                         let p = p as u8;
                         if pc.cnd_defense == CndDefense::Edge && cnpv & (1 << p) != 0 {
@@ -321,6 +333,12 @@ impl Bridge {
         let line_cost = cfg.shaper.overheads();
         let (cps, cp_slot) = build_cps(&cfg.cp, cfg.mac, &rates, &cp_ports, line_cost, &mut rng);
         let has_edge = cfg.ports.iter().any(|p| p.cnd_defense == CndDefense::Edge);
+        // Ports in `auto` mode advertise at the first poll.
+        let lldp_due = cfg
+            .ports
+            .iter()
+            .any(|p| p.cnd_defense == CndDefense::Auto)
+            .then_some(Instant::ZERO);
         Ok(Bridge {
             pvid: cfg.pvid,
             max_frame: max_frame as usize,
@@ -363,6 +381,7 @@ impl Bridge {
             cp_ports,
             line_cost,
             has_edge,
+            lldp_due,
             base_mac: cfg.mac,
             cp_cfg: cfg.cp,
         })
@@ -633,6 +652,9 @@ impl Bridge {
         if self.cp_timers {
             self.run_cp_timers(now);
         }
+        if self.lldp_due.is_some() {
+            self.run_lldp(now);
+        }
         for o in 0..self.ports.len() {
             self.transmit_port(now, o, tx);
         }
@@ -653,9 +675,15 @@ impl Bridge {
                 }
             }
         }
+        if let Some(t) = self.lldp_due {
+            consider(t);
+        }
         for (o, port) in self.ports.iter().enumerate() {
             if let Some(t) = port.pause_gen.refresh_at() {
                 consider(t);
+            }
+            if port.neighbour_cn.is_some() && port.cnd == CndDefense::Auto {
+                consider(port.neighbour_until);
             }
             if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
                 consider(t);
@@ -733,11 +761,16 @@ impl Bridge {
             return;
         }
         pt.up = up;
+        // Whatever the neighbour said is void once the link goes down (802.1AB clause
+        // 9.2.7.7: the remote systems' data of a port whose link is lost are deleted).
+        pt.neighbour_cn = None;
         self.event(Event::Link { at: now, port, up });
         if up {
             self.ports[o].shaper.reset(now);
+            self.neighbour_changed(now, o, true);
             return;
         }
+        self.neighbour_changed(now, o, false);
         let mut dropped = 0u64;
         for p in 0..P {
             let r = o * P + p;
@@ -821,6 +854,9 @@ impl Bridge {
                 cn_remapped: p.counters.cn_remapped,
                 cn_tag_stripped: p.counters.cn_tag_stripped,
                 lldp_rx: p.counters.lldp_rx,
+                lldp_tx: p.counters.lldp_tx,
+                cnd_defense: p.cnd,
+                cn_tag_kept: !p.strip_mask,
                 pause_storms: p.counters.pause_storms,
                 storm_priorities: p.pause_rx.storm(),
                 neighbour_cn: p.neighbour_cn,
@@ -1428,18 +1464,93 @@ impl Bridge {
             return;
         }
         let body = frame.get(c.payload_offset..).unwrap_or(&[]);
-        match cnm_proto::wire::lldp::find_cn_tlv(body) {
-            Ok(tlv) => {
+        let parsed = cnm_proto::wire::lldp::find_cn_tlv(body)
+            .and_then(|tlv| Ok((tlv, cnm_proto::wire::lldp::find_ttl(body)?)));
+        match parsed {
+            Ok((tlv, ttl)) => {
                 let pt = &mut self.ports[i];
                 pt.counters.lldp_rx += 1;
-                if let Some(t) = tlv {
-                    pt.neighbour_cn = Some(NeighbourCn {
-                        cnpv: t.cnpv,
-                        ready: t.ready,
-                    });
-                }
+                // An LLDPDU without a CN TLV comes from a neighbour that is not CN-aware; a
+                // TTL of 0 is a shutdown LLDPDU (802.1AB clause 9.2.7.7).
+                let ttl = ttl.unwrap_or(0);
+                pt.neighbour_cn = tlv.filter(|_| ttl > 0).map(|t| NeighbourCn {
+                    cnpv: t.cnpv,
+                    ready: t.ready,
+                });
+                pt.neighbour_until = now + Duration::from_secs(u64::from(ttl));
+                self.neighbour_changed(now, i, false);
             }
             Err(_) => self.drop_frame(now, PortId(i as u16), None, DropReason::Malformed),
+        }
+    }
+
+    /// Recomputes port `o`'s CN-TAG removal from its neighbour's announcement and, for an
+    /// `auto` port, advertises again when what it advertises changed (or `always`): the
+    /// neighbour learns at once that this port is ready for its CN-TAGs (802.1AB clause
+    /// 9.2.7.1, `somethingChangedLocal`).
+    fn neighbour_changed(&mut self, now: Instant, o: usize, always: bool) {
+        let cnpv = self.cp_cfg.cnpv_mask();
+        let pt = &mut self.ports[o];
+        pt.strip_mask = pt.cnd.strip_mask(pt.neighbour_cn);
+        let ready = pt.cnd.advertised_ready(cnpv, pt.neighbour_cn);
+        if ready.is_some() && (always || ready != pt.advertised) && pt.up {
+            self.send_lldp(now, o);
+        }
+    }
+
+    /// Queues an LLDPDU with the bridge's CN TLV on `auto` port `o` (Chassis ID: the bridge's
+    /// MAC; Port ID: the port's name; TTL [`LLDP_TTL_SECS`]; CNPV indicators: the bridge's
+    /// CNPVs; Ready indicators: [`CndDefense::advertised_ready`]).
+    fn send_lldp(&mut self, now: Instant, o: usize) {
+        let cnpv = self.cp_cfg.cnpv_mask();
+        let pt = &mut self.ports[o];
+        let Some(ready) = pt.cnd.advertised_ready(cnpv, pt.neighbour_cn) else {
+            return;
+        };
+        pt.advertised = Some(ready);
+        let cn = cnm_proto::wire::lldp::LldpCnTlvRepr { cnpv, ready };
+        let (src, name) = (pt.mac, pt.name.clone());
+        let mut frame = [0u8; 128];
+        // Port names are interface names (at most 15 octets): the frame fits.
+        let Ok(len) = cnm_proto::wire::lldp::build_lldp_frame(
+            src,
+            name.as_bytes(),
+            LLDP_TTL_SECS,
+            &cn,
+            &mut frame,
+        ) else {
+            return;
+        };
+        if self.queue_control(now, o, len, |b| {
+            b.copy_from_slice(&frame[..len]);
+            true
+        }) {
+            self.ports[o].counters.lldp_tx += 1;
+        }
+    }
+
+    /// The `auto` ports' LLDP duties: advertise every [`LLDP_TX_INTERVAL`] on every port that
+    /// is up, and forget a neighbour whose announcement outlived its TTL.
+    fn run_lldp(&mut self, now: Instant) {
+        for o in 0..self.ports.len() {
+            let pt = &mut self.ports[o];
+            if pt.cnd == CndDefense::Auto && pt.neighbour_cn.is_some() && pt.neighbour_until <= now
+            {
+                pt.neighbour_cn = None;
+                self.neighbour_changed(now, o, false);
+            }
+        }
+        let Some(due) = self.lldp_due else {
+            return;
+        };
+        if now < due {
+            return;
+        }
+        self.lldp_due = Some(now + LLDP_TX_INTERVAL);
+        for o in 0..self.ports.len() {
+            if self.ports[o].cnd == CndDefense::Auto && self.ports[o].up {
+                self.send_lldp(now, o);
+            }
         }
     }
 
@@ -1531,7 +1642,7 @@ impl Bridge {
             // An edge or interior port sends the frame without its CN-TAG (QCN-REFERENCE §1;
             // 802.1Q clause 32.4): 4 octets fewer on the line. The queue and its congestion
             // point keep accounting the frame as it was queued.
-            let strip = if pt.strip_cn_tag {
+            let strip = if pt.strip_mask & (1 << p) != 0 {
                 cn_tag_offset(&head.buf)
             } else {
                 None

@@ -152,6 +152,8 @@ pub struct PortCounters {
     pub mac_control_other: u64,
     /// LLDP frames received (consumed, never forwarded).
     pub lldp_rx: u64,
+    /// LLDP frames sent (`auto` CND defence).
+    pub lldp_tx: u64,
     /// Storms the PAUSE/PFC watchdog detected on this output (per priority).
     pub pause_storms: u64,
     /// Drops attributed to this port.
@@ -193,10 +195,18 @@ pub struct PortStats {
     pub flooded: u64,
     /// Frames received with a CNPV priority on an `edge` port, queued at the alternate one.
     pub cn_remapped: u64,
-    /// Frames sent without their CN-TAG (`edge`/`interior` port).
+    /// Frames sent without their CN-TAG (`edge`/`interior` port, or an `auto` port whose
+    /// neighbour did not declare their priority Ready).
     pub cn_tag_stripped: u64,
     /// LLDP frames received (consumed).
     pub lldp_rx: u64,
+    /// LLDP frames sent (`auto` CND defence).
+    pub lldp_tx: u64,
+    /// The CND defence configured (`crate::config::CndDefense`).
+    pub cnd_defense: crate::config::CndDefense,
+    /// Priorities whose frames leave with their CN-TAG now (bit p = priority p): what the
+    /// defence mode and the neighbour's CN TLV allow.
+    pub cn_tag_kept: u8,
     /// Storms the PAUSE/PFC watchdog detected on this output (per priority).
     pub pause_storms: u64,
     /// Priorities of this output shut by the storm watchdog now (bit p = priority p).

@@ -176,7 +176,8 @@ fn defence_modes_parse_from_toml() {
         "#,
     )
     .unwrap();
-    assert_eq!(cfg.ports[0].cnd_defense, CndDefense::InteriorReady);
+    // The file's default is `auto` (safe for a plain neighbour; see auto_mode_* below).
+    assert_eq!(cfg.ports[0].cnd_defense, CndDefense::Auto);
     assert_eq!(cfg.ports[1].cnd_defense, CndDefense::Edge);
     assert_eq!(cfg.ports[1].alternate_priority, Some(1));
     assert_eq!(cfg.ports[2].cnd_defense, CndDefense::Interior);
@@ -214,4 +215,173 @@ fn the_tag_is_removed_on_shaped_and_delayed_ports_too() {
     }
     let st = h.bridge.stats();
     assert_eq!(st.ports[1].cn_tag_stripped, 3);
+}
+
+/// An LLDPDU from a neighbour announcing `cn` (or no CN TLV when `None`) with `ttl`.
+fn neighbour_lldp(cn: Option<(u8, u8)>, ttl: u16) -> Vec<u8> {
+    let mut out = [0u8; 128];
+    let src = wire::EthernetAddress(mac(9));
+    match cn {
+        Some((cnpv, ready)) => {
+            let r = wire::lldp::LldpCnTlvRepr { cnpv, ready };
+            let n = wire::lldp::build_lldp_frame(src, b"eth0", ttl, &r, &mut out).unwrap();
+            out[..n].to_vec()
+        }
+        None => {
+            // Chassis ID, Port ID, TTL, End: an LLDPDU of a station that is not CN-aware.
+            let mut f = vec![0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e];
+            f.extend_from_slice(&mac(9));
+            f.extend_from_slice(&[0x88, 0xcc]);
+            f.extend_from_slice(&[0x02, 0x07, 0x04]);
+            f.extend_from_slice(&mac(9));
+            f.extend_from_slice(&[0x04, 0x05, 0x07, b'e', b't', b'h', b'0']);
+            f.extend_from_slice(&[0x06, 0x02]);
+            f.extend_from_slice(&ttl.to_be_bytes());
+            f.extend_from_slice(&[0x00, 0x00]);
+            f.resize(60, 0);
+            f
+        }
+    }
+}
+
+/// The LLDPDUs the bridge sent out of `port`, as (CNPV, Ready) of their CN TLV.
+fn advertised(h: &Harness, port: u16) -> Vec<(u8, u8)> {
+    h.out(port)
+        .iter()
+        .filter(|s| s.bytes[12..14] == [0x88, 0xcc])
+        .map(|s| {
+            let t = wire::lldp::find_cn_tlv(&s.bytes[14..]).unwrap().unwrap();
+            (t.cnpv, t.ready)
+        })
+        .collect()
+}
+
+/// Whether a CN-tagged frame h1 (port 0) → h2 (port 1) leaves port 1 with its tag.
+fn keeps_tag(h: &mut Harness) -> bool {
+    h.clear();
+    h.rx(0, &cn_tagged(mac(2), mac(1), Some((3, 1)), 0x0101, 200));
+    h.poll();
+    let out = h.data_out(1);
+    let data: Vec<_> = out
+        .iter()
+        .filter(|s| s.bytes[12..14] != [0x88, 0xcc])
+        .collect();
+    assert_eq!(data.len(), 1, "{out:?}");
+    wire::walk(&data[0].bytes).unwrap().rpid.is_some()
+}
+
+/// `auto` (802.1Q clause 32.4's automatic defence, QCN-REFERENCE §1): the port advertises the
+/// bridge's CNPVs (priority 3: 0x08) with no Ready bit, and strips CN-TAGs towards a neighbour
+/// that has not declared priority 3 Ready; a CN-aware neighbour's TLV makes it advertise
+/// Ready at once (the handshake), its Ready bit lets tags through; an LLDPDU without a CN TLV,
+/// a TTL running out, or the link going down take it back to stripping. Ingress is never
+/// remapped (the CP on the port keeps sampling CNPV frames).
+#[test]
+fn auto_mode_follows_the_neighbours_cn_tlv() {
+    let mut h = bridge([
+        CndDefense::InteriorReady,
+        CndDefense::Auto,
+        CndDefense::InteriorReady,
+    ]);
+    // The first poll (in `bridge()`'s learning) advertised on the auto port only: CNPV bit 3,
+    // Ready 0.
+    let st = h.bridge.stats();
+    assert_eq!(st.ports[1].lldp_tx, 1);
+    assert_eq!(st.ports[0].lldp_tx + st.ports[2].lldp_tx, 0);
+    assert_eq!(st.ports[1].cn_tag_kept, 0);
+    // No neighbour yet: the tag is removed towards port 1.
+    assert!(!keeps_tag(&mut h));
+    assert_eq!(h.bridge.stats().ports[1].cn_tag_stripped, 1);
+
+    // A CN-aware neighbour, not yet Ready: still stripped, but the port now advertises Ready.
+    h.clear();
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x00)), 120));
+    h.poll();
+    assert_eq!(advertised(&h, 1), vec![(0x08, 0x08)]);
+    assert!(!keeps_tag(&mut h));
+    // Ready: tags pass.
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 120));
+    h.poll();
+    assert!(keeps_tag(&mut h));
+    assert_eq!(h.bridge.stats().ports[1].cn_tag_kept, 0x08);
+    // Nothing new to say: no LLDPDU on a repeated announcement.
+    h.clear();
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 120));
+    h.poll();
+    assert!(advertised(&h, 1).is_empty());
+
+    // The announcement lasts its TTL (120 s), then the port strips again and withdraws Ready;
+    // the periodic announcement (every 30 s) went out meanwhile.
+    h.clear();
+    let t0 = h.now;
+    h.run_until(t0 + cnm_proto::Duration::from_secs(119));
+    let adv = advertised(&h, 1);
+    assert!(
+        adv.len() >= 3 && adv.iter().all(|a| *a == (0x08, 0x08)),
+        "{adv:?}"
+    );
+    assert!(keeps_tag(&mut h));
+    h.clear();
+    h.run_until(t0 + cnm_proto::Duration::from_secs(121));
+    // The withdrawal (and, in this window, also the 30 s periodic announcement).
+    let adv = advertised(&h, 1);
+    assert!(
+        !adv.is_empty() && adv.iter().all(|a| *a == (0x08, 0x00)),
+        "{adv:?}"
+    );
+    assert!(!keeps_tag(&mut h));
+
+    // Ready again, then a neighbour that is not CN-aware (no CN TLV) replaces it.
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 120));
+    h.poll();
+    assert!(keeps_tag(&mut h));
+    h.rx(1, &neighbour_lldp(None, 120));
+    h.poll();
+    assert!(!keeps_tag(&mut h));
+    // A shutdown LLDPDU (TTL 0) also forgets it; and the link going down.
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 120));
+    h.poll();
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 0));
+    h.poll();
+    assert!(!keeps_tag(&mut h));
+    h.rx(1, &neighbour_lldp(Some((0x08, 0x08)), 120));
+    h.poll();
+    assert!(keeps_tag(&mut h));
+    let now = h.now;
+    h.bridge.set_port_up(now, cp_switch::PortId(1), false);
+    h.clear();
+    h.bridge.set_port_up(now, cp_switch::PortId(1), true);
+    h.poll();
+    // Back up: it announces itself (not Ready: it knows no neighbour) and strips.
+    assert_eq!(advertised(&h, 1), vec![(0x08, 0x00)]);
+    h.learn(2, 1);
+    assert!(!keeps_tag(&mut h));
+    // Ingress on the auto port is not remapped: a CNPV frame from port 1 stays at priority 3.
+    assert_eq!(h.bridge.stats().ports[1].cn_remapped, 0);
+}
+
+#[test]
+fn strip_and_advertise_rules_by_mode() {
+    use cp_switch::stats::NeighbourCn;
+    let ready3 = Some(NeighbourCn {
+        cnpv: 0x08,
+        ready: 0x08,
+    });
+    let aware3 = Some(NeighbourCn {
+        cnpv: 0x28,
+        ready: 0x00,
+    });
+    // Strip masks: static modes ignore the neighbour; auto keeps exactly CNPV ∧ Ready.
+    assert_eq!(CndDefense::Disabled.strip_mask(None), 0);
+    assert_eq!(CndDefense::InteriorReady.strip_mask(None), 0);
+    assert_eq!(CndDefense::Edge.strip_mask(ready3), 0xff);
+    assert_eq!(CndDefense::Interior.strip_mask(ready3), 0xff);
+    assert_eq!(CndDefense::Auto.strip_mask(None), 0xff);
+    assert_eq!(CndDefense::Auto.strip_mask(aware3), 0xff);
+    assert_eq!(CndDefense::Auto.strip_mask(ready3), 0xf7);
+    // Advertised Ready: the bridge's CNPVs (3 and 5: 0x28) the neighbour also declared.
+    assert_eq!(CndDefense::Auto.advertised_ready(0x28, None), Some(0));
+    assert_eq!(CndDefense::Auto.advertised_ready(0x28, ready3), Some(0x08));
+    assert_eq!(CndDefense::Auto.advertised_ready(0x28, aware3), Some(0x28));
+    assert_eq!(CndDefense::Edge.advertised_ready(0x28, aware3), None);
 }

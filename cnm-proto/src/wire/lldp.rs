@@ -28,6 +28,8 @@ pub const NEAREST_BRIDGE: EthernetAddress = EthernetAddress([0x01, 0x80, 0xc2, 0
 pub const TLV_TYPE_ORG: u8 = 127;
 /// End of LLDPDU TLV type (IEEE 802.1AB clause 8.5.1).
 pub const TLV_TYPE_END: u8 = 0;
+/// TLV type of Time To Live (802.1AB clause 8.5.4).
+pub const TLV_TYPE_TTL: u8 = 3;
 /// The IEEE 802.1 OUI (IEEE 802.1Q Annex D.1).
 pub const OUI_IEEE_8021: [u8; 3] = [0x00, 0x80, 0xc2];
 /// Subtype of the Congestion Notification TLV (IEEE 802.1Q Annex D, Table D-1).
@@ -226,6 +228,28 @@ pub fn find_cn_tlv(lldpdu: &[u8]) -> Result<Option<LldpCnTlvRepr>> {
     Ok(None)
 }
 
+/// The Time To Live TLV's value in an LLDPDU (type 3, 802.1AB clause 8.5.4: seconds the
+/// receiver keeps the information; 0 = forget it now, a shutdown LLDPDU). `Ok(None)` if there
+/// is none (a malformed LLDPDU, clause 8.5 makes the TLV mandatory); `Truncated` if a TLV
+/// before it runs past the buffer or the TTL TLV is shorter than 2 octets.
+pub fn find_ttl(lldpdu: &[u8]) -> Result<Option<u16>> {
+    let mut off = 0;
+    while let Some(h) = lldpdu.get(off..off + 2) {
+        let h = u16::from_be_bytes([h[0], h[1]]);
+        let (ty, len) = ((h >> 9) as u8, usize::from(h & 0x01ff));
+        if ty == TLV_TYPE_END {
+            break;
+        }
+        let tlv = lldpdu.get(off..off + 2 + len).ok_or(Error::Truncated)?;
+        if ty == TLV_TYPE_TTL {
+            let v = tlv.get(2..4).ok_or(Error::Truncated)?;
+            return Ok(Some(u16::from_be_bytes([v[0], v[1]])));
+        }
+        off += 2 + len;
+    }
+    Ok(None)
+}
+
 /// Builds a minimal LLDP frame announcing `cn`: DA 01-80-C2-00-00-0E, SA `chassis`, then the
 /// Chassis ID TLV (subtype 4, MAC address), the Port ID TLV (subtype 7, locally assigned,
 /// `port_id`, 1..=255 octets), the TTL TLV (`ttl` seconds), the CN TLV and End of LLDPDU
@@ -329,6 +353,28 @@ mod tests {
             LldpCnTlv::new_checked(&FIXTURE[..7]).unwrap_err(),
             Error::Truncated
         );
+    }
+
+    #[test]
+    fn ttl_is_found_after_chassis_and_port() {
+        let mut out = [0u8; 128];
+        let n = build_lldp_frame(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            b"p1",
+            120,
+            &repr(),
+            &mut out,
+        )
+        .unwrap();
+        let body = &out[ethernet::HEADER_LEN..n];
+        assert_eq!(find_ttl(body), Ok(Some(120)));
+        // Chassis ID (2 + 7), Port ID (2 + 3), then TTL: header 0x0602, value 0x0000.
+        let mut shutdown = body.to_vec();
+        shutdown[14..18].copy_from_slice(&[0x06, 0x02, 0x00, 0x00]);
+        assert_eq!(find_ttl(&shutdown), Ok(Some(0)));
+        assert_eq!(find_ttl(&[0x00, 0x00]), Ok(None));
+        assert_eq!(find_ttl(&[0x06, 0x02, 0x00]), Err(Error::Truncated));
+        assert_eq!(find_ttl(&[0x06, 0x01, 0x00]), Err(Error::Truncated));
     }
 
     #[test]

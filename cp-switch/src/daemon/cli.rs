@@ -145,7 +145,7 @@ impl std::str::FromStr for PortSpec {
                             .try_into()
                             .map_err(|_| {
                                 format!(
-                                    "port {}: cnd: {v:?}: expected disabled, edge, interior or interior-ready",
+                                    "port {}: cnd: {v:?}: expected auto, disabled, edge, interior or interior-ready",
                                     spec.name
                                 )
                             })?,

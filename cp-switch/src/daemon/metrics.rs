@@ -127,6 +127,7 @@ pub const PORT: &[Field] = &[
     c("cn_remapped", "cn_remapped_frames_total", "Frames received with a CNPV priority on an edge port and queued at the alternate priority (CND defence)."),
     c("cn_tag_stripped", "cn_tag_stripped_frames_total", "Frames sent without the CN-TAG they were received with."),
     c("lldp_rx", "lldp_rx_frames_total", "LLDP frames received (consumed, never relayed)."),
+    c("lldp_tx", "lldp_tx_frames_total", "LLDP frames sent (CND defence auto)."),
     c("pause_storms", "pause_storms_total", "PAUSE/PFC storms the watchdog detected on this output (per priority)."),
     g("in_flight_bytes", "in_flight_bytes", "Octets on the emulated propagation delay line."),
 ];
@@ -419,6 +420,13 @@ pub fn render(stats: &Value) -> Result<String, String> {
             &port,
             row["storm_priorities"].as_u64().unwrap_or(0),
         );
+        bitmask(
+            &mut e,
+            "cpswitch_port_cn_tag_kept",
+            "1 when frames of this priority leave the port with their CN-TAG (CND defence and the neighbour's CN TLV allow it).",
+            &port,
+            row["cn_tag_kept"].as_u64().unwrap_or(0),
+        );
         if let Some(n) = row["neighbour_cn"].as_object() {
             bitmask(
                 &mut e,
@@ -665,6 +673,7 @@ mod tests {
                             | "pause_asserted"
                             | "paused_by_peer"
                             | "storm_priorities"
+                            | "cn_tag_kept"
                             | "neighbour_cn"
                             | "name"
                     ) | ("queues", "port" | "priority" | "kind")

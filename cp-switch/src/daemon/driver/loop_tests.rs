@@ -48,9 +48,21 @@ impl Lab {
         Self::start_with_term(ports, clock, Arc::new(AtomicBool::new(false)))
     }
 
+    /// Ports given without `cnd=` face CN-aware stations that do not speak LLDP
+    /// (`interior-ready`): these tests are about the loop, and an `auto` port's LLDPDUs would
+    /// be extra frames on every pipe (the test of `auto` ports asks for them explicitly).
     fn start_with_term(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>) -> Lab {
         let args = RunArgs {
-            ports: ports.iter().map(|p| p.parse().unwrap()).collect(),
+            ports: ports
+                .iter()
+                .map(|p| {
+                    if p.contains("cnd=") {
+                        p.parse().unwrap()
+                    } else {
+                        format!("{p},cnd=interior-ready").parse().unwrap()
+                    }
+                })
+                .collect(),
             seed: Some(7),
             ..Default::default()
         };
@@ -215,6 +227,49 @@ fn ingress_frames_faster_than_the_link_are_counted() {
     assert_eq!(p["ingress"]["early"], 3, "{p}");
     assert_eq!(p["ingress"]["longest_run"], 2, "{p}");
     assert_eq!(p["ingress"]["early_share"], 0.5, "{p}");
+    lab.stop();
+}
+
+#[test]
+fn an_auto_port_advertises_its_cn_tlv_and_learns_the_neighbours() {
+    let mut lab = Lab::start(&["p1,cnd=auto", "p2"], WarpClock::stopped(T0));
+    // The first frame out of an auto port is its LLDPDU: CNPV 3, not yet Ready.
+    let f = recv_one(lab.host(0));
+    assert_eq!(&f[..6], &cnm_proto::wire::lldp::NEAREST_BRIDGE.0);
+    assert_eq!(&f[12..14], &[0x88, 0xcc]);
+    let tlv = cnm_proto::wire::lldp::find_cn_tlv(&f[14..])
+        .unwrap()
+        .unwrap();
+    assert_eq!((tlv.cnpv, tlv.ready), (1 << 3, 0));
+    assert_eq!(cnm_proto::wire::lldp::find_ttl(&f[14..]), Ok(Some(120)));
+    // A CN-aware neighbour answers; the port says it is ready at once, and the neighbour's
+    // Ready bit lets CN-tagged frames keep their tag.
+    let mut nb = [0u8; 128];
+    let cn = cnm_proto::wire::lldp::LldpCnTlvRepr {
+        cnpv: 1 << 3,
+        ready: 1 << 3,
+    };
+    let n = cnm_proto::wire::lldp::build_lldp_frame(
+        cnm_proto::wire::EthernetAddress([2, 0, 0, 0, 0, 0x99]),
+        b"eth0",
+        120,
+        &cn,
+        &mut nb,
+    )
+    .unwrap();
+    assert!(lab.host(0).send(&nb[..n]).unwrap());
+    let f = recv_one(lab.host(0));
+    let tlv = cnm_proto::wire::lldp::find_cn_tlv(&f[14..])
+        .unwrap()
+        .unwrap();
+    assert_eq!((tlv.cnpv, tlv.ready), (1 << 3, 1 << 3));
+    let v = lab.ctl("stats");
+    assert_eq!(v["ports"][0]["cnd_defense"], "auto");
+    assert_eq!(v["ports"][0]["lldp_tx"], 2);
+    assert_eq!(v["ports"][0]["lldp_rx"], 1);
+    assert_eq!(v["ports"][0]["cn_tag_kept"], 1 << 3);
+    assert_eq!(v["ports"][1]["cnd_defense"], "interior-ready");
+    assert_eq!(v["ports"][1]["lldp_tx"], 0);
     lab.stop();
 }
 
