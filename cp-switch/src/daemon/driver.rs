@@ -4,7 +4,9 @@
 //! (frames go straight from the receive ring into the bridge), read the clock, let the bridge
 //! transmit what is due, flush every port once, record trace events, answer control requests,
 //! then sleep until a port is readable or the bridge's next departure
-//! ([`Bridge::poll_timeout`]), with nanosecond precision.
+//! ([`Bridge::poll_timeout`]), with nanosecond precision. Each received frame's kernel receive
+//! time feeds its port's ingress burst measure ([`super::ingress`], `stats` →
+//! `ports[].ingress`); the bridge itself still sees one `now` per batch.
 //!
 //! The loop ([`Dataplane`]) is generic over the [`Port`] and the [`Clock`]: [`run`] gives it
 //! AF_PACKET ports and the monotonic clock; the tests below give it in-memory pipes and a

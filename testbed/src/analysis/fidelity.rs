@@ -51,6 +51,11 @@
 //! | queue p99 | relative, as the mean | — (reported) | the tail of a short window is dominated by a few bursts: a symptom to read, not a verdict |
 //! | CNMs per flow per second (scenario time) | relative, floor 1/s | — (reported) | CNM sampling is random and per flow sparse; the queue and the rates carry the loop's outcome |
 //!
+//! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the dumbbell's 30 s for
+//! 6 s at S = 100) gives its steady window a fraction of the loop time the simulator's window
+//! holds; the twin then says so in a note, since slow outcomes (fairness) can differ for that
+//! reason alone.
+//!
 //! Time-dependent figures are compared in scenario time: a netns run at scale S sees rates ÷ S
 //! and times × S, so its CNMs per second are multiplied by S (its queues in octets, utilization
 //! and shares are scale-free, QCN-REFERENCE §5).
@@ -323,6 +328,9 @@ pub struct Twin {
     pub metrics: Vec<TwinMetric>,
     /// Every judged metric within its limit.
     pub faithful: bool,
+    /// What limits the comparison (a compressed netns schedule), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A queue of less than one full frame is empty for the twin comparison (octets).
@@ -408,30 +416,47 @@ pub fn twin(netns: &Summary, sim: &Summary, th: &TwinThresholds) -> Twin {
         );
     }
     let faithful = metrics.iter().all(|m| m.ok);
+    // A netns schedule compressed below S (`scenario.netns.duration`) gives the steady window
+    // less loop time than the simulator's: slow outcomes (fairness) may differ for that alone.
+    let sched = if sim.duration_s > 0.0 {
+        netns.duration_s / sim.duration_s
+    } else {
+        k
+    };
+    let note = (sched < k * 0.99).then(|| {
+        format!(
+            "the netns schedule runs × {sched:.3} where its loop runs × {k}: its steady window \
+             holds {:.0} % of the loop time the simulator's does, so slow outcomes (fairness, \
+             convergence) may differ for that reason alone",
+            sched / k * 100.0
+        )
+    });
     Twin {
         sim_dir: None,
         metrics,
         faithful,
+        note,
     }
 }
 
 impl Twin {
     /// One warning per metric beyond its limit.
     pub fn warnings(&self) -> Vec<String> {
-        self.metrics
-            .iter()
-            .filter(|m| !m.ok)
-            .map(|m| {
-                format!(
-                    "twin: {} is {} in netns against {} in the simulator (deviation {}, limit ±{})",
-                    m.metric,
-                    fmt_opt(m.netns),
-                    fmt_opt(m.sim),
-                    m.fmt_deviation(),
-                    m.limit.map_or_else(|| "–".into(), |l| m.fmt_amount(l)),
-                )
-            })
-            .collect()
+        let notes = self.note.iter().map(|n| format!("note: twin: {n}"));
+        notes.chain(self.failures()).collect()
+    }
+
+    fn failures(&self) -> impl Iterator<Item = String> + '_ {
+        self.metrics.iter().filter(|m| !m.ok).map(|m| {
+            format!(
+                "twin: {} is {} in netns against {} in the simulator (deviation {}, limit ±{})",
+                m.metric,
+                fmt_opt(m.netns),
+                fmt_opt(m.sim),
+                m.fmt_deviation(),
+                m.limit.map_or_else(|| "–".into(), |l| m.fmt_amount(l)),
+            )
+        })
     }
 }
 
@@ -603,7 +628,7 @@ mod tests {
             scenario: "s".into(),
             mode: "netns".into(),
             variant: None,
-            duration_s: 1.0,
+            duration_s: scale,
             seed: 1,
             time_scale: scale,
             steady_window_s: [0.0, 1.0],
@@ -653,6 +678,7 @@ mod tests {
         let close = summary(0.95, 23_760.0, 0.95, &[0.95, 1.0], 12.0, 10.0);
         let t = twin(&close, &sim, &th);
         assert!(t.faithful, "{t:?}");
+        assert_eq!(t.note, None);
         let get = |t: &Twin, m: &str| t.metrics.iter().find(|x| x.metric == m).cloned().unwrap();
         let u = get(&t, "utilization sw0-r0");
         assert!((u.deviation.unwrap() + 0.034).abs() < 1e-9, "{u:?}");
@@ -688,6 +714,16 @@ mod tests {
         );
         assert_eq!(t.warnings().len(), 5);
         assert!(t.warnings()[1].contains("-79.5 %"), "{:?}", t.warnings());
+        // A netns schedule compressed to × 5 at S = 10 (30 s for 6 s) is noted first.
+        let mut squeezed = far.clone();
+        squeezed.duration_s = 5.0;
+        let t = twin(&squeezed, &sim, &th);
+        assert!(
+            t.note.as_deref().is_some_and(|n| n.contains("holds 50 %")),
+            "{t:?}"
+        );
+        assert!(t.warnings()[0].starts_with("note: twin: the netns schedule runs × 5.000"));
+        assert_eq!(t.warnings().len(), 6);
         // A queue of less than a frame in the simulator: the deviation is taken against one
         // frame, not against a near-zero number.
         let sim0 = summary(0.984, 100.0, 0.994, &[1.0, 1.0], 100.0, 1.0);
