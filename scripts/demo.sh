@@ -4,7 +4,7 @@
 #   2. runs the default scenario, `dumbbell` (4 greedy senders -> one switch port, capacity step
 #      down and back up), in network namespaces with the real cp-switch and rp-agent daemons at
 #      time scale S = 100 (100 Mb/s links), first under standard QCN, then under FQCN
-#      (`testbed compare dumbbell --modes qcn,fqcn`), capturing the bottleneck port and the CNMs
+#      (`testbed compare dumbbell --variants qcn,fqcn`), capturing the bottleneck port and the CNMs
 #      sent to the first sender;
 #   3. prints each run's summary (per-flow rates and shares, Jain's index, utilization, queue
 #      statistics, drops, CNMs, fidelity) and the comparison table side by side, and the paths
@@ -41,14 +41,14 @@ rm -rf "$results"
 mkdir -p "$(dirname "$results")"
 if [ "$(id -u)" -eq 0 ]; then
   echo
-  echo "== testbed compare dumbbell --modes qcn,fqcn --mode netns --capture (S = 100, 2 x $duration)"
-  "$testbed" compare dumbbell --modes qcn,fqcn --mode netns --capture --out "$results" \
+  echo "== testbed compare dumbbell --variants qcn,fqcn --mode netns --capture (S = 100, 2 x $duration)"
+  "$testbed" compare dumbbell --variants qcn,fqcn --mode netns --capture --out "$results" \
     --set "scenario.netns.duration=$duration" | tee "$results.compare.txt"
 else
   echo
   echo "demo: not root, so no network namespaces; running the dumbbell in the simulator" >&2
-  echo "== testbed compare dumbbell --modes qcn,fqcn --mode sim --capture (first 300 ms)"
-  "$testbed" compare dumbbell --modes qcn,fqcn --mode sim --capture --out "$results" \
+  echo "== testbed compare dumbbell --variants qcn,fqcn --mode sim --capture (first 300 ms)"
+  "$testbed" compare dumbbell --variants qcn,fqcn --mode sim --capture --out "$results" \
     --set duration=300ms --set 'scenario.window=["150ms", "300ms"]' | tee "$results.compare.txt"
 fi
 mv "$results.compare.txt" "$results/compare.txt"

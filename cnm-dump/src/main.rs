@@ -44,7 +44,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde::Serialize;
 
 use cnm_proto::phy::pcap::{PcapError, PcapReader};
@@ -63,7 +63,7 @@ const LINKTYPE_ETHERNET: u32 = 1;
 /// interface.
 #[derive(Debug, Parser)]
 #[command(name = "cnm-dump", version, about)]
-#[command(group = clap::ArgGroup::new("source").required(true).args(["file", "iface"]))]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["file", "iface", "completions", "man"]))]
 struct Args {
     /// Capture file to read: pcap or pcapng, Ethernet link type.
     file: Option<PathBuf>,
@@ -79,6 +79,12 @@ struct Args {
     /// Stop after printing N lines.
     #[arg(long, short = 'c', value_name = "N")]
     count: Option<u64>,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", hide = true)]
+    completions: Option<daemon_kit::cli::Shell>,
+    /// Print the man page and exit.
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 /// One output line. Absent fields are left out of the JSON object.
@@ -747,6 +753,23 @@ fn run_live(ifname: &str, args: &Args, p: &mut Printer, stop: &AtomicBool) -> Ex
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(shell) = args.completions {
+        let script = daemon_kit::cli::completions(Args::command(), shell);
+        daemon_kit::process::out(&script);
+        return ExitCode::SUCCESS;
+    }
+    if args.man {
+        return match daemon_kit::cli::man_page(Args::command()) {
+            Ok(page) => {
+                daemon_kit::process::out(&page);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cnm-dump: man page: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {

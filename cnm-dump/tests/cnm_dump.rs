@@ -675,3 +675,24 @@ fn pcapng_of_another_link_type_exits_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("not Ethernet"), "{stderr}");
 }
+
+#[test]
+fn completions_and_man_page_generate() {
+    for shell in ["bash", "zsh", "fish"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cnm-dump"))
+            .args(["--completions", shell])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let s = String::from_utf8(out.stdout).unwrap();
+        assert!(s.contains("iface") && s.contains("count"), "{shell}: {s}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cnm-dump"))
+        .arg("--man")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains(".TH cnm-dump 1"));
+}

@@ -9,6 +9,8 @@
 //!           [--die-with-parent]
 //! cp-switch ctl --socket PATH <show ports | show fdb | show queues | show cps | stats |
 //!                              set rate PORT RATE | set delay PORT DUR | set cp KEY=VALUE...> [--json]
+//! cp-switch completions bash|zsh|fish|elvish|powershell
+//! cp-switch man [--out-dir DIR]
 //! ```
 //!
 //! Exit status: 0 after SIGINT/SIGTERM, 2 for an invalid configuration (command line, file,
@@ -20,7 +22,7 @@ mod daemon;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use daemon::{cli::RunArgs, ctl, driver};
 use daemon_kit::process::{self, out, outln};
 
@@ -48,10 +50,30 @@ enum Sub {
         /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
-        /// show ports | show fdb | show queues | show cps | stats | set rate PORT RATE |
-        /// set delay PORT DUR
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The command: `show ports` | `show fdb` | `show queues` | `show cps` | `stats` |
+        /// `set rate PORT RATE` (`none` removes shaping) | `set delay PORT DUR` |
+        /// `set cp KEY=VALUE...` (congestion-point settings under their `[cp]` names, e.g.
+        /// `set cp cp_queue_set_point=33KB mode=fqcn`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
         words: Vec<String>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        shell: daemon_kit::cli::Shell,
+    },
+    /// Print the man page, or write one page per command into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Write cp-switch.1, cp-switch-ctl.1 there and print their paths.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
 }
 
@@ -83,15 +105,25 @@ fn main() {
                 }
             }
         }
+        Some(Sub::Completions { shell }) => {
+            out(&daemon_kit::cli::completions(Cli::command(), shell));
+        }
+        Some(Sub::Man { out_dir }) => {
+            let r = match out_dir {
+                None => daemon_kit::cli::man_page(Cli::command()).map(|page| out(&page)),
+                Some(d) => daemon_kit::cli::man_pages(Cli::command(), &d).map(|files| {
+                    for f in files {
+                        outln(&f.display().to_string());
+                    }
+                }),
+            };
+            if let Err(e) = r {
+                eprintln!("cp-switch man: {e}");
+                std::process::exit(1);
+            }
+        }
         None => {
-            tracing_subscriber::fmt()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-                )
-                .init();
+            daemon_kit::cli::init_logging();
             let args = match cli.run.resolve() {
                 Ok(a) => a,
                 Err(e) => {

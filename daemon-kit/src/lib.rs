@@ -15,10 +15,13 @@
 //! * [`process`] — signals, `--die-with-parent`, standard output that survives a closed pipe;
 //! * [`reopen`] — a port-reopening thread, so a port's loss and return never stall the
 //!   dataplane thread;
-//! * [`patch`] — run-time parameter changes: `KEY=VALUE` operands → a typed patch.
+//! * [`patch`] — run-time parameter changes: `KEY=VALUE` operands → a typed patch;
+//! * [`cli`] — what every binary (the tools too) does alike: `RUST_LOG` logging, shell
+//!   completions and man pages from its clap definition.
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod config_file;
 pub mod ctl;
 pub mod error;

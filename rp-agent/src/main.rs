@@ -6,7 +6,12 @@
 //! rp-agent gen --uplink IF --dst MAC [--flows N] [--pattern P] [--priority P] [--duration D] [--json]
 //! rp-agent sink --uplink IF [--duration D] [--json]
 //! rp-agent ctl --socket PATH <show flows | stats | set rate RATE | set rp KEY=VALUE...> [--json]
+//! rp-agent completions bash|zsh|fish|elvish|powershell
+//! rp-agent man [--out-dir DIR]
 //! ```
+//!
+//! Diagnostics are logged through `tracing` on standard error, filtered by `RUST_LOG`
+//! (default `info`).
 //!
 //! `--die-with-parent` (every mode but `ctl`) shuts the process down when its parent dies.
 //! Exit status: 0 after SIGINT/SIGTERM or the end of `--duration`, 2 for an invalid
@@ -21,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use daemon::{ctl, run, traffic, DaemonError};
 use daemon_kit::process::{self, out, outln};
 
@@ -54,9 +59,29 @@ enum Sub {
         /// Print the answer as JSON.
         #[arg(long)]
         json: bool,
-        /// show flows | stats
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The command: `show flows` | `stats` | `set rate RATE` (the line rate) |
+        /// `set rp KEY=VALUE...` (reaction-point settings under their `[rp]` names, e.g.
+        /// `set rp rp_mode=adaptive-bc rpg_gd=6`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
         words: Vec<String>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        shell: daemon_kit::cli::Shell,
+    },
+    /// Print the man page, or write one page per command into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Write rp-agent.1, rp-agent-gen.1, ... there and print their paths.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
 }
 
@@ -77,6 +102,7 @@ fn exit_on(die_with_parent: bool, mode: impl FnOnce(Arc<AtomicBool>) -> Result<(
 
 fn main() {
     let cli = Cli::parse();
+    daemon_kit::cli::init_logging();
     match cli.cmd {
         Some(Sub::Ctl {
             socket,
@@ -94,6 +120,23 @@ fn main() {
                     eprintln!("rp-agent ctl: {e}");
                     std::process::exit(e.exit_code());
                 }
+            }
+        }
+        Some(Sub::Completions { shell }) => {
+            out(&daemon_kit::cli::completions(Cli::command(), shell));
+        }
+        Some(Sub::Man { out_dir }) => {
+            let r = match out_dir {
+                None => daemon_kit::cli::man_page(Cli::command()).map(|page| out(&page)),
+                Some(d) => daemon_kit::cli::man_pages(Cli::command(), &d).map(|files| {
+                    for f in files {
+                        outln(&f.display().to_string());
+                    }
+                }),
+            };
+            if let Err(e) = r {
+                eprintln!("rp-agent man: {e}");
+                std::process::exit(1);
             }
         }
         Some(Sub::Gen(a)) => exit_on(a.agent.die_with_parent, |t| traffic::gen(a, t)),

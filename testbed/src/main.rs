@@ -10,7 +10,9 @@
 //!              [--culprit arrival|occupancy-deterministic|occupancy-random]
 //!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
 //! testbed list
-//! testbed compare SCENARIO --modes qcn,off [--mode netns|sim] [--out DIR] [--set K=V]...
+//! testbed compare SCENARIO --variants qcn,off [--mode netns|sim] [--out DIR] [--set K=V]...
+//! testbed completions bash|zsh|fish|elvish|powershell
+//! testbed man [--out-dir DIR]
 //! testbed sim TOPOLOGY.toml
 //! testbed sweep SCENARIO [--seeds 1..20] [--set K=V1,V2]... [--criterion 'f1.share_ratio>=0.8']
 //!              [--jobs N] [--out DIR] [--emit commands|slurm] [--json]
@@ -22,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use cnm_proto::Duration;
 
 use testbed::bench::forwarding;
@@ -62,6 +64,19 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        shell: daemon_kit::cli::Shell,
+    },
+    /// Print the man page, or write one page per command into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Write testbed.1, testbed-run.1, ... there and print their paths.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
     },
     /// Incast server inside a run's namespace (see testbed::run::incast).
     #[command(hide = true)]
@@ -148,9 +163,16 @@ struct RunCmd {
 struct CompareCmd {
     #[command(flatten)]
     common: Common,
-    /// Variants to compare: CP placements, RP modes or CP/RP (e.g. qcn,off,input/qcn-bs).
-    #[arg(long, value_delimiter = ',', default_value = "qcn,off")]
-    modes: Vec<String>,
+    /// Variants to compare: CP placements, RP modes or CP/RP (e.g. qcn,off,input/qcn-bs); all
+    /// are checked before the first one runs. (`--modes` is the old name of this option.)
+    #[arg(
+        long,
+        alias = "modes",
+        value_name = "VARIANT,...",
+        value_delimiter = ',',
+        default_value = "qcn,off"
+    )]
+    variants: Vec<String>,
     /// Results directory (default results/<scenario>-<mode>-compare-<timestamp>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -238,6 +260,7 @@ enum Bench {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    daemon_kit::cli::init_logging();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -287,7 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     run::timestamp()
                 ))
             });
-            let (outs, rep) = run::compare(&sc, &cmd.modes, &opts, &dir)?;
+            let (outs, rep) = run::compare(&sc, &cmd.variants, &opts, &dir)?;
             for o in &outs {
                 print!(
                     "{}",
@@ -328,6 +351,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
             }
+        }
+        Command::Completions { shell } => {
+            let script = daemon_kit::cli::completions(Cli::command(), shell);
+            daemon_kit::process::out(&script);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { out_dir } => {
+            match out_dir {
+                None => daemon_kit::process::out(&daemon_kit::cli::man_page(Cli::command())?),
+                Some(d) => {
+                    for f in daemon_kit::cli::man_pages(Cli::command(), &d)? {
+                        daemon_kit::process::outln(&f.display().to_string());
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;

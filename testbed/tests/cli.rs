@@ -333,3 +333,74 @@ fn bench_app_json_smoke() {
     assert!(report["ratio"].as_f64().unwrap() > 0.0, "{report}");
     assert!(report["shaped_share"].as_f64().unwrap() > 0.0, "{report}");
 }
+
+#[test]
+fn completions_and_man_pages_generate() {
+    let run = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let script = run(&["completions", shell]);
+        assert!(script.contains("variants"), "{shell}");
+        assert!(script.contains("sweep"), "{shell}");
+    }
+    assert!(run(&["man"]).contains(".TH testbed 1"));
+    let dir = tempfile::Builder::new()
+        .prefix("tb-man-")
+        .tempdir()
+        .unwrap();
+    let listed = run(&["man", "--out-dir", dir.path().to_str().unwrap()]);
+    let names: Vec<String> = listed
+        .lines()
+        .map(|l| l.rsplit('/').next().unwrap().to_string())
+        .collect();
+    for page in [
+        "testbed.1",
+        "testbed-run.1",
+        "testbed-compare.1",
+        "testbed-bench-qcn.1",
+    ] {
+        assert!(names.iter().any(|n| n == page), "{page} missing: {names:?}");
+    }
+    // Hidden helpers have no page.
+    assert!(!names.iter().any(|n| n.contains("incast")), "{names:?}");
+    let compare = std::fs::read_to_string(dir.path().join("testbed-compare.1")).unwrap();
+    assert!(compare.contains("variants"), "{compare}");
+}
+
+#[test]
+fn compare_rejects_a_bad_variant_before_running_and_keeps_the_old_option_name() {
+    let dir = tempfile::Builder::new()
+        .prefix("tb-cmp-")
+        .tempdir()
+        .unwrap();
+    let out_dir = dir.path().join("out");
+    for flag in ["--variants", "--modes"] {
+        let out = Command::new(BIN)
+            .args([
+                "compare",
+                "dumbbell",
+                "--mode",
+                "sim",
+                flag,
+                "qcn,bogus",
+                "--out",
+            ])
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag}: {stderr}");
+        assert!(stderr.contains("\"bogus\""), "{flag}: {stderr}");
+        assert!(
+            !stderr.contains("under qcn"),
+            "{flag}: qcn ran first: {stderr}"
+        );
+        assert!(
+            !out_dir.exists(),
+            "{flag}: results written before the check"
+        );
+    }
+}

@@ -120,8 +120,8 @@ impl AgentArgs {
             // Slow emulated lines (scaled experiments): the standard 5 Mb/s floor would exceed
             // the line itself; keep the floor at 1 % of the ceiling instead.
             let floor = Rate::from_bps((cfg.max_rate().bps() / 100).max(1));
-            eprintln!(
-                "rp-agent: rpg_min_rate {} exceeds the line rate; using {floor}",
+            tracing::warn!(
+                "rpg_min_rate {} exceeds the line rate; using {floor}",
                 cfg.rp.rpg_min_rate
             );
             cfg.rp.rpg_min_rate = floor;
@@ -210,8 +210,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let clock = Monotonic;
     let seed = args.agent.seed.unwrap_or_else(|| clock.now().as_nanos());
     let agent = Agent::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
-    eprintln!(
-        "rp-agent: tap {tap_name} ({host_mac}) <-> uplink {} at {}, priority {}",
+    tracing::info!(
+        "tap {tap_name} ({host_mac}) <-> uplink {} at {}, priority {}",
         args.agent.uplink_name(),
         agent.config().line_rate,
         agent.config().priority
@@ -230,7 +230,7 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             let m =
                 super::metrics::MetricsServer::start(a, args.metrics_allow_remote, req_tx.clone())
                     .map_err(|e| DaemonError::Config(format!("metrics {a}: {e}")))?;
-            eprintln!("rp-agent: metrics at http://{}/metrics", m.local_addr());
+            tracing::info!("metrics at http://{}/metrics", m.local_addr());
             Some(m)
         }
         None => None,
@@ -268,8 +268,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     if let Some(t) = host.trace.take() {
         let lost = t.lost();
         match t.finish() {
-            Ok(n) => eprintln!("rp-agent: trace: {n} lines, {lost} lost"),
-            Err(e) => eprintln!("rp-agent: trace: {e}"),
+            Ok(n) => tracing::info!("trace: {n} lines, {lost} lost"),
+            Err(e) => tracing::error!("trace: {e}"),
         }
     }
     r
@@ -454,7 +454,7 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
         while let Some(ev) = self.reopener.poll() {
             match ev {
                 Reopened::Open { port, .. } => {
-                    eprintln!("rp-agent: uplink {} back up", self.uplink_name);
+                    tracing::info!("uplink {} back up", self.uplink_name);
                     self.uplink = Some(port);
                     self.uplink_down = None;
                 }
@@ -496,10 +496,7 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
 
     fn uplink_lost(&mut self, why: String) {
         if let Some(mut port) = self.uplink.take() {
-            eprintln!(
-                "rp-agent: uplink {} down ({why}); waiting for it",
-                self.uplink_name
-            );
+            tracing::warn!("uplink {} down ({why}); waiting for it", self.uplink_name);
             self.uplink_io_closed.accumulate(&port.counters());
             self.uplink_down = Some(why);
             self.reopener.close(port);
@@ -513,7 +510,7 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
 fn transient(count: &mut u64, what: &str) {
     *count += 1;
     if *count <= 10 || *count % 1000 == 0 {
-        eprintln!("rp-agent: {what} (error #{count})");
+        tracing::warn!("{what} (error #{count})");
     }
 }
 
@@ -566,8 +563,8 @@ fn quiet_uplink_arp(uplink: &str) {
     let path = format!("/proc/sys/net/ipv4/conf/{uplink}/arp_ignore");
     match std::fs::write(&path, "8") {
         Ok(()) => {}
-        Err(e) => eprintln!(
-            "rp-agent: could not set {path} to 8 ({e}); set it by hand, or peers may resolve \
+        Err(e) => tracing::warn!(
+            "could not set {path} to 8 ({e}); set it by hand, or peers may resolve \
              the TAP's address to the uplink's MAC"
         ),
     }

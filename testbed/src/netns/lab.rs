@@ -200,7 +200,7 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("testbed: teardown of lab {}: {e}", self.prefix);
+            tracing::warn!("teardown of lab {}: {e}", self.prefix);
         }
     }
 }

@@ -42,7 +42,7 @@ pub const BASE_PORT: u16 = 6100;
 /// Runs an incast server on `port` until the process is stopped.
 pub fn serve(port: u16) -> anyhow::Result<()> {
     let l = TcpListener::bind(("0.0.0.0", port)).with_context(|| format!("bind port {port}"))?;
-    eprintln!("incast-server: listening on port {port}");
+    tracing::info!("incast-server: listening on port {port}");
     for conn in l.incoming() {
         let Ok(mut s) = conn else { continue };
         std::thread::spawn(move || {

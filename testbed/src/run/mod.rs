@@ -15,7 +15,7 @@
 //! the run's summary compares the two per metric ([`crate::analysis::fidelity::twin`]); the
 //! run is faithful only within the comparison's limits.
 //!
-//! Variants (`--variant`, `testbed compare --modes`) change the congestion points of every
+//! Variants (`--variant`, `testbed compare --variants`) change the congestion points of every
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
@@ -278,13 +278,32 @@ pub fn print_outcome(out: &RunOutcome) {
     }
 }
 
-/// `testbed compare`: one scenario under several variants, side by side in `dir`.
+/// Checks every variant of a comparison against the scenario (with the run's `--cp-mode`,
+/// `--culprit`, `--rp-mode` on top) before any of them runs: an unknown or inapplicable
+/// variant, a repeated one or an empty list is an error naming it.
+pub fn check_variants(sc: &Scenario, variants: &[String], opts: &RunOptions) -> anyhow::Result<()> {
+    if variants.is_empty() {
+        anyhow::bail!("--variants: no variant given (e.g. --variants qcn,off)");
+    }
+    for (i, v) in variants.iter().enumerate() {
+        if variants[..i].contains(v) {
+            anyhow::bail!("--variants: {v:?} is given twice");
+        }
+        let applied = apply_variant(sc, v).with_context(|| format!("--variants: {v:?}"))?;
+        modes::apply(&applied, &opts.modes).with_context(|| format!("--variants: {v:?}"))?;
+    }
+    Ok(())
+}
+
+/// `testbed compare`: one scenario under several variants, side by side in `dir`; every
+/// variant is checked ([`check_variants`]) before the first run starts.
 pub fn compare(
     sc: &Scenario,
     variants: &[String],
     opts: &RunOptions,
     dir: &Path,
 ) -> anyhow::Result<(Vec<RunOutcome>, crate::report::compare::CompareReport)> {
+    check_variants(sc, variants, opts)?;
     let mut outs = Vec::new();
     for v in variants {
         if crate::signals::requested() {
@@ -293,7 +312,7 @@ pub fn compare(
         let mut o = opts.clone();
         o.variant = Some(v.clone());
         o.out = Some(dir.join(v));
-        eprintln!("testbed compare: {} under {v}", sc.name);
+        tracing::info!("testbed compare: {} under {v}", sc.name);
         outs.push(run_scenario(sc, &o)?);
     }
     let datas: Vec<RunData> = outs.iter().map(|o| o.data.clone()).collect();
@@ -336,6 +355,23 @@ mod tests {
         assert!(f.topo.host["h0"].agent.is_none());
         let same = apply_variant(&sc, "qcn").unwrap();
         assert_eq!(same.tree, sc.tree);
+    }
+
+    #[test]
+    fn compare_checks_every_variant_before_running() {
+        let sc = crate::scenario::load("chain3", &[]).unwrap();
+        let opts = RunOptions::new(Mode::Sim);
+        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_variants(&sc, &v(&["qcn", "fqcn", "input/qcn-bs"]), &opts).is_ok());
+        let e = check_variants(&sc, &v(&["fqcn", "bogus"]), &opts).unwrap_err();
+        assert!(format!("{e:#}").contains("\"bogus\""), "{e:#}");
+        let e = check_variants(&sc, &v(&["qcn", "qcn"]), &opts).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        assert!(check_variants(&sc, &[], &opts).is_err());
+        // compare() refuses before it creates anything.
+        let dir = std::env::temp_dir().join(format!("compare-check-{}", std::process::id()));
+        assert!(compare(&sc, &v(&["qcn", "bogus"]), &opts, &dir).is_err());
+        assert!(!dir.exists());
     }
 
     #[test]
