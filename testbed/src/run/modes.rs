@@ -245,7 +245,7 @@ pub fn check(sc: &Scenario, flags: &ModeFlags) -> anyhow::Result<()> {
     while k < events.len() {
         let at = events[k].at;
         while k < events.len() && events[k].at == at {
-            apply_event(sc, events[k], &mut cps, &mut rps)?;
+            apply_event(events[k], &mut cps, &mut rps);
             k += 1;
         }
         let when = |e: anyhow::Error| anyhow::anyhow!("{}: after the events at {at}: {e}", sc.file);
@@ -268,44 +268,35 @@ pub fn check(sc: &Scenario, flags: &ModeFlags) -> anyhow::Result<()> {
 }
 
 /// Folds one switch or host event's mode settings into the running state.
-fn apply_event<'a>(
-    sc: &'a Scenario,
-    ev: &'a crate::sim::topo::EventEntry,
-    cps: &mut BTreeMap<&'a str, CpView>,
-    rps: &mut BTreeMap<&'a str, RpMode>,
-) -> anyhow::Result<()> {
+fn apply_event(
+    ev: &crate::sim::topo::EventEntry,
+    cps: &mut BTreeMap<&str, CpView>,
+    rps: &mut BTreeMap<&str, RpMode>,
+) {
     use crate::sim::topo::EventKind;
-    let str_of = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
-    let bad =
-        |what: &str, e: String| anyhow::anyhow!("{}: event at {}: {what}: {e}", sc.file, ev.at);
+    // The patches were typed when the scenario was parsed.
     match ev.kind() {
-        Ok(EventKind::Switch { switch, set }) => {
-            let Some(v) = cps.get_mut(switch) else {
-                return Ok(());
+        EventKind::Switch { switch, set } => {
+            let Some(v) = cps.get_mut(switch.as_str()) else {
+                return;
             };
-            if let Some(m) = str_of(set, "mode") {
-                v.mode = m.parse().map_err(|e| bad("mode", e))?;
+            if let Some(m) = set.patch.mode {
+                v.mode = m;
             }
-            if let Some(c) = str_of(set, "culprit") {
-                v.culprit = c.parse().map_err(|e| bad("culprit", e))?;
+            if let Some(c) = set.patch.culprit {
+                v.culprit = c;
             }
-            if let Some(p) = str_of(set, "placement") {
-                v.placement = p.parse().map_err(|e| bad("placement", e))?;
-            }
-        }
-        Ok(EventKind::Host { host, set }) => {
-            if let Some(m) = str_of(set, rp_agent::config::RP_MODE_KEY) {
-                let m: RpMode = m
-                    .parse()
-                    .map_err(|e: rp_agent::RpModeError| bad("rp_mode", e.to_string()))?;
-                if let Some(r) = rps.get_mut(host) {
-                    *r = m;
-                }
+            if let Some(p) = set.patch.placement {
+                v.placement = p;
             }
         }
-        _ => {}
+        EventKind::Host { host, set } => {
+            if let (Some(m), Some(r)) = (set.patch.rp_mode, rps.get_mut(host.as_str())) {
+                *r = m;
+            }
+        }
+        EventKind::Link { .. } => {}
     }
-    Ok(())
 }
 
 /// The per-switch part of [`check`], on the scenario's values with `flags` substituted.

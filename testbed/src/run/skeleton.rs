@@ -64,10 +64,8 @@ fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunM
         }
         // Qeq moved by parameter events of that switch.
         for ev in &sc.topo.event {
-            if let Ok(crate::sim::topo::EventKind::Switch { switch, set }) = ev.kind() {
-                let qeq = set
-                    .get("cp_queue_set_point")
-                    .and_then(|v| toml::Value::try_into::<cnm_proto::Bytes>(v.clone()).ok());
+            if let crate::sim::topo::EventKind::Switch { switch, set } = ev.kind() {
+                let qeq = set.patch.cp_queue_set_point;
                 if let (true, Some(q)) = (switch == sw.as_str(), qeq) {
                     meta.q_eq_steps.push((k.at(ev.at), q.get()));
                 }
@@ -110,17 +108,17 @@ fn add_links(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData) {
             let mut spec = LinkSpec::new(&name, cnm_proto::Rate::from_f64(k.rate(l.rate)));
             for ev in &sc.topo.event {
                 use crate::sim::topo::{DirSpec, EventKind};
-                let Ok(EventKind::Link { link, dir, rate }) = ev.kind() else {
+                let EventKind::Link { link, dir, rate } = ev.kind() else {
                     continue;
                 };
-                let applies = link == graph.links[li].name
+                let applies = *link == graph.links[li].name
                     && match dir {
                         DirSpec::Both => true,
                         DirSpec::AToB => fwd,
                         DirSpec::BToA => !fwd,
                     };
                 if applies {
-                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(rate)));
+                    spec = spec.step(k.at(ev.at), cnm_proto::Rate::from_f64(k.rate(*rate)));
                 }
             }
             run.add_link(spec);

@@ -63,7 +63,9 @@
 //! rounds = 5
 //! ```
 //!
-//! An event is exactly one of `link` + `rate`, `switch` + `set`, `host` + `set`. Parameter
+//! An event is exactly one of `link` + `rate`, `switch` + `set`, `host` + `set`; the parser
+//! types it ([`EventKind`]: a `set` becomes the core's patch) and a flow's `pattern` (a
+//! [`FlowKind`]), so nothing after [`Topology::parse`] reads either as text. Parameter
 //! changes follow the cores' run-time rules (`cp_switch::Bridge::set_cp_config`,
 //! `rp_agent::Agent::set_rp_config`): scaling parameters change in place, structural ones
 //! (CP placement, mode, culprit, CNPVs; a reaction-point mode of another kind) reset the
@@ -153,7 +155,7 @@ struct TopologyFile {
     flow: Vec<FlowFile>,
     /// Scheduled changes.
     #[serde(default)]
-    event: Vec<EventEntry>,
+    event: Vec<EventFile>,
     /// TCP-like incast experiments.
     #[serde(default)]
     incast: Vec<IncastSpec>,
@@ -365,41 +367,28 @@ pub fn rp_patch(set: &toml::Table) -> Result<rp_agent::RpPatch, rp_agent::Config
 /// * `host` + `set`: that host's reaction points, `rp_mode` and the `[rp]` names
 ///   (`rp_agent::RpPatch`, applied by `rp_agent::Agent::apply_rp_patch`).
 ///
-/// Changes accumulate: a later event on the same node starts from the settings the earlier
-/// ones left. Every `set` is checked when the topology is built, in time order, with the
+/// Typed by [`Topology::parse`]: the `set` is a patch from then on, with the operands as
+/// written beside it (`KEY=VALUE`, what a `ctl set` command carries). Changes accumulate: a
+/// later event on the same node starts from the settings the earlier ones left; every patch
+/// is checked against the node's settings when the topology is built, in time order, with the
 /// cores' own validation.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventEntry {
     /// When.
     pub at: Duration,
-    /// Link (a rate event).
-    #[serde(default)]
-    pub link: Option<String>,
-    /// Direction(s) of a rate event: `a-to-b`, `b-to-a`, `both`. Default both.
-    #[serde(default)]
-    pub dir: Option<DirSpec>,
-    /// New rate (a rate event).
-    #[serde(default)]
-    pub rate: Option<Rate>,
-    /// Switch (a congestion-point event).
-    #[serde(default)]
-    pub switch: Option<String>,
-    /// Host (a reaction-point event).
-    #[serde(default)]
-    pub host: Option<String>,
-    /// Settings to change (`KEY = VALUE`), for a switch or host event.
-    #[serde(default)]
-    pub set: Option<toml::Table>,
+    /// What changes.
+    pub kind: EventKind,
+    /// `sw0-r0 → 1gbit`, `sw0 cp_queue_set_point=20KB`, ... (see [`EventEntry::label`]).
+    label: String,
 }
 
 /// What an [`EventEntry`] changes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum EventKind<'a> {
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
     /// A link's line rate.
     Link {
         /// Link name.
-        link: &'a str,
+        link: String,
         /// Direction(s).
         dir: DirSpec,
         /// New rate.
@@ -408,23 +397,87 @@ pub enum EventKind<'a> {
     /// Every congestion point of a switch.
     Switch {
         /// Switch name.
-        switch: &'a str,
+        switch: String,
         /// `[cp]` settings.
-        set: &'a toml::Table,
+        set: ParamSet<cp_switch::CpPatch>,
     },
     /// A host's reaction points.
     Host {
         /// Host name.
-        host: &'a str,
+        host: String,
         /// `rp_mode` and `[rp]` settings.
-        set: &'a toml::Table,
+        set: ParamSet<rp_agent::RpPatch>,
     },
 }
 
-impl EventEntry {
-    /// What the event changes, or `(field, reason)` when its fields do not make exactly one
-    /// of the three kinds (the field relative to the event).
-    pub fn kind(&self) -> Result<EventKind<'_>, (String, String)> {
+/// A parameter change: the typed patch the core applies, and the same change as `KEY=VALUE`
+/// operands in the file's order and spelling (keys as written; values one word each, see
+/// [`word`]), which is what a daemon's `ctl set` command takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamSet<P> {
+    /// The patch.
+    pub patch: P,
+    /// `(KEY, VALUE)` as written.
+    pub operands: Vec<(String, String)>,
+}
+
+/// A TOML value as one command word (no spaces: arrays and inline tables written compactly,
+/// strings bare at the top level, quoted inside). `daemon_kit::patch::value` reads it back.
+pub fn word(v: &toml::Value) -> String {
+    fn inner(v: &toml::Value) -> String {
+        match v {
+            toml::Value::String(s) => toml::Value::String(s.clone()).to_string(),
+            toml::Value::Array(a) => {
+                format!("[{}]", a.iter().map(inner).collect::<Vec<_>>().join(","))
+            }
+            toml::Value::Table(t) => format!(
+                "{{{}}}",
+                t.iter()
+                    .map(|(k, v)| format!("{k}={}", inner(v)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            other => other.to_string(),
+        }
+    }
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => inner(other),
+    }
+}
+
+/// `[[event]]` as written; [`EventFile::resolve`] types it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventFile {
+    at: Duration,
+    #[serde(default)]
+    link: Option<String>,
+    #[serde(default)]
+    dir: Option<DirSpec>,
+    #[serde(default)]
+    rate: Option<Rate>,
+    #[serde(default)]
+    switch: Option<String>,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    set: Option<toml::Table>,
+}
+
+/// The field of a core's patch error as a path under the event's `set`.
+fn under_set(field: &str) -> String {
+    let key = field
+        .strip_prefix("cp.")
+        .or_else(|| field.strip_prefix("rp."))
+        .unwrap_or(field);
+    format!("set.{key}")
+}
+
+impl EventFile {
+    /// The typed event, or `(field, reason)` when its fields do not make exactly one of the
+    /// three kinds or its `set` is not a patch of its kind (the field relative to the event).
+    fn resolve(self) -> Result<EventEntry, (String, String)> {
         const KINDS: &str = "an event has exactly one of link + rate, switch + set, host + set";
         let targets = [
             ("link", self.link.is_some()),
@@ -440,8 +493,8 @@ impl EventEntry {
             )),
             _ => Ok(()),
         }?;
-        if let (Some(link), set) = (&self.link, &self.set) {
-            if set.is_some() {
+        if let Some(link) = self.link {
+            if self.set.is_some() {
                 return Err((
                     "set".into(),
                     format!("a link event changes rate only; {KINDS}"),
@@ -450,10 +503,14 @@ impl EventEntry {
             let rate = self
                 .rate
                 .ok_or_else(|| ("rate".to_string(), format!("missing: {KINDS}")))?;
-            return Ok(EventKind::Link {
-                link,
-                dir: self.dir.unwrap_or_default(),
-                rate,
+            return Ok(EventEntry {
+                at: self.at,
+                label: format!("{link} → {rate}"),
+                kind: EventKind::Link {
+                    link,
+                    dir: self.dir.unwrap_or_default(),
+                    rate,
+                },
             });
         }
         if self.rate.is_some() {
@@ -467,39 +524,62 @@ impl EventEntry {
         }
         let set = self
             .set
-            .as_ref()
             .ok_or_else(|| ("set".to_string(), format!("missing: {KINDS}")))?;
         if set.is_empty() {
             return Err(("set".into(), "nothing to change".into()));
         }
-        Ok(match (&self.switch, &self.host) {
-            (Some(switch), _) => EventKind::Switch { switch, set },
-            (_, Some(host)) => EventKind::Host { host, set },
+        let node = self.switch.clone().or_else(|| self.host.clone());
+        let label = label_of(node.as_deref().unwrap_or(""), &set);
+        let operands = set.iter().map(|(k, v)| (k.clone(), word(v))).collect();
+        let kind = match (self.switch, self.host) {
+            (Some(switch), _) => EventKind::Switch {
+                switch,
+                set: ParamSet {
+                    patch: cp_patch(&set).map_err(|e| (under_set(&e.field), e.reason))?,
+                    operands,
+                },
+            },
+            (_, Some(host)) => EventKind::Host {
+                host,
+                set: ParamSet {
+                    patch: rp_patch(&set).map_err(|e| (under_set(&e.field), e.reason))?,
+                    operands,
+                },
+            },
             // `named` holds exactly one target, and it is not the link.
             (None, None) => return Err(("link".into(), format!("missing: {KINDS}"))),
+        };
+        Ok(EventEntry {
+            at: self.at,
+            kind,
+            label,
         })
+    }
+}
+
+/// `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=adaptive-bc rpg_ai_rate=10mbit`.
+fn label_of(node: &str, set: &toml::Table) -> String {
+    let mut s = node.to_string();
+    for (k, v) in set {
+        let v = match v {
+            toml::Value::String(x) => x.clone(),
+            other => other.to_string(),
+        };
+        s.push_str(&format!(" {k}={v}"));
+    }
+    s
+}
+
+impl EventEntry {
+    /// What the event changes.
+    pub fn kind(&self) -> &EventKind {
+        &self.kind
     }
 
     /// A short description for plots and logs: `sw0-r0 → 1gbit`,
     /// `sw0 cp_queue_set_point=20KB`, `h0 rp_mode=adaptive-bc rpg_ai_rate=10mbit`.
     pub fn label(&self) -> String {
-        let pairs = |node: &str, set: &toml::Table| {
-            let mut s = node.to_string();
-            for (k, v) in set {
-                let v = match v {
-                    toml::Value::String(x) => x.clone(),
-                    other => other.to_string(),
-                };
-                s.push_str(&format!(" {k}={v}"));
-            }
-            s
-        };
-        match self.kind() {
-            Ok(EventKind::Link { link, rate, .. }) => format!("{link} → {rate}"),
-            Ok(EventKind::Switch { switch, set }) => pairs(switch, set),
-            Ok(EventKind::Host { host, set }) => pairs(host, set),
-            Err(_) => "event".into(),
-        }
+        self.label.clone()
     }
 }
 
@@ -563,6 +643,14 @@ impl Topology {
                 msg,
             })?);
         }
+        let mut event = Vec::with_capacity(f.event.len());
+        for (i, ev) in f.event.into_iter().enumerate() {
+            event.push(ev.resolve().map_err(|(field, msg)| TopoError {
+                file: label.into(),
+                field: format!("event[{i}].{field}"),
+                msg,
+            })?);
+        }
         Ok(Topology {
             seed: f.seed,
             duration: f.duration,
@@ -571,7 +659,7 @@ impl Topology {
             host: f.host,
             link: f.link,
             flow,
-            event: f.event,
+            event,
             incast: f.incast,
             file: label.into(),
         })
@@ -585,9 +673,9 @@ impl Topology {
         }
     }
 
-    /// Checks every switch and host event's `set` against the node's settings as the earlier
-    /// events (in time order) leave them, with the cores' own rules: unknown keys, values of
-    /// the wrong kind and invalid combinations are reported as `event[i].set.KEY`.
+    /// Checks every switch and host event's patch against the node's settings as the earlier
+    /// events (in time order) leave them, with the cores' own rules: invalid combinations are
+    /// reported as `event[i].set.KEY`.
     fn check_param_events(
         &self,
         switches: &BTreeMap<String, cp_switch::CpConfig>,
@@ -597,20 +685,8 @@ impl Topology {
         let mut hs = hosts.clone();
         let mut order: Vec<usize> = (0..self.event.len()).collect();
         order.sort_by_key(|&i| self.event[i].at);
-        // The field of a core's error as a path under the event's `set`.
-        let under_set = |i: usize, field: &str| {
-            let key = field
-                .strip_prefix("cp.")
-                .or_else(|| field.strip_prefix("rp."))
-                .unwrap_or(field);
-            format!("event[{i}].set.{key}")
-        };
         for i in order {
-            let ev = &self.event[i];
-            match ev
-                .kind()
-                .map_err(|(f, m)| self.err(format!("event[{i}].{f}"), m))?
-            {
+            match &self.event[i].kind {
                 EventKind::Link { .. } => {}
                 EventKind::Switch { switch, set } => {
                     let Some(cp) = sw.get_mut(switch) else {
@@ -619,11 +695,9 @@ impl Topology {
                             format!("no switch {switch:?}"),
                         ));
                     };
-                    let patch =
-                        cp_patch(set).map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
-                    *cp = cp
-                        .patched(&patch)
-                        .map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
+                    *cp = cp.patched(&set.patch).map_err(|e| {
+                        self.err(format!("event[{i}].{}", under_set(&e.field)), e.reason)
+                    })?;
                 }
                 EventKind::Host { host, set } => {
                     let Some(cfg) = hs.get_mut(host) else {
@@ -631,9 +705,9 @@ impl Topology {
                             self.err(format!("event[{i}].host"), format!("no host {host:?}"))
                         );
                     };
-                    *cfg = rp_patch(set)
-                        .and_then(|p| cfg.with_rp_patch(&p))
-                        .map_err(|e| self.err(under_set(i, &e.field), e.reason))?;
+                    *cfg = cfg.with_rp_patch(&set.patch).map_err(|e| {
+                        self.err(format!("event[{i}].{}", under_set(&e.field)), e.reason)
+                    })?;
                 }
             }
         }
@@ -1004,15 +1078,12 @@ impl Topology {
     fn event_actions(&self, sim: &Sim) -> Result<Vec<(Instant, Action)>, TopoError> {
         let mut events = Vec::with_capacity(self.event.len());
         for (i, ev) in self.event.iter().enumerate() {
-            let kind = ev
-                .kind()
-                .map_err(|(f, m)| self.err(format!("event[{i}].{f}"), m))?;
-            let action = match kind {
+            let action = match &ev.kind {
                 EventKind::Link { link, dir, rate } => {
                     let link = sim.link_id(link).ok_or_else(|| {
                         self.err(format!("event[{i}].link"), format!("no link {link:?}"))
                     })?;
-                    if rate == Rate::ZERO {
+                    if *rate == Rate::ZERO {
                         return Err(self.err(format!("event[{i}].rate"), "must be above zero"));
                     }
                     let dir = match dir {
@@ -1020,7 +1091,11 @@ impl Topology {
                         DirSpec::BToA => Direction::BtoA,
                         DirSpec::Both => Direction::Both,
                     };
-                    Action::SetRate { link, dir, rate }
+                    Action::SetRate {
+                        link,
+                        dir,
+                        rate: *rate,
+                    }
                 }
                 EventKind::Switch { switch, set } => Action::SetCp {
                     node: sim.node_id(switch).ok_or_else(|| {
@@ -1029,15 +1104,13 @@ impl Topology {
                             format!("no switch {switch:?}"),
                         )
                     })?,
-                    set: cp_patch(set)
-                        .map_err(|e| self.err(format!("event[{i}].set"), e.to_string()))?,
+                    set: set.patch.clone(),
                 },
                 EventKind::Host { host, set } => Action::SetRp {
                     node: sim.node_id(host).ok_or_else(|| {
                         self.err(format!("event[{i}].host"), format!("no host {host:?}"))
                     })?,
-                    set: rp_patch(set)
-                        .map_err(|e| self.err(format!("event[{i}].set"), e.to_string()))?,
+                    set: set.patch,
                 },
             };
             events.push((Instant::ZERO + ev.at, action));

@@ -20,7 +20,7 @@ use rp_agent::gen::Pattern;
 use super::super::world::Scaling;
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
-use crate::sim::topo::EventKind;
+use crate::sim::topo::{EventKind, ParamSet};
 
 /// The `--pattern` argument of a generator with its rates ÷ `s`.
 pub fn scaled_pattern(p: &Pattern, s: f64) -> String {
@@ -248,12 +248,13 @@ fn merge_rp(agent: &mut toml::Table, set: &toml::Table) {
     }
 }
 
-/// The scenario with `set` folded into host `host`'s agent table.
-pub fn with_host_set(sc: &Scenario, host: &str, set: &toml::Table) -> Scenario {
+/// The scenario with `set` (its operands, read as `ctl set rp` reads them) folded into host
+/// `host`'s agent table.
+pub fn with_host_set(sc: &Scenario, host: &str, set: &ParamSet<rp_agent::RpPatch>) -> Scenario {
     let mut sc = sc.clone();
     if let Some(h) = sc.topo.host.get_mut(host) {
         let mut agent = h.agent.clone().unwrap_or_default();
-        merge_rp(&mut agent, set);
+        merge_rp(&mut agent, &daemon_kit::patch::table(&set.operands));
         h.agent = Some(agent);
     }
     sc
@@ -275,21 +276,21 @@ pub fn agent_config_at(
     let mut line_rate = line_rate;
     for e in evs {
         match e.kind() {
-            Ok(EventKind::Host { host: h, set }) if h == host => {
+            EventKind::Host { host: h, set } if h == host => {
                 now = with_host_set(&now, host, set);
             }
             // A rate change of the host's own uplink before the agent starts: the agent starts
             // at the new line rate (the runner tells running agents with `ctl set rate`).
-            Ok(EventKind::Link { link, dir, rate }) => {
+            EventKind::Link { link, dir, rate } => {
                 use crate::sim::topo::DirSpec;
                 let sends = sc.topo.link.iter().any(|l| {
                     let name = l.name.clone().unwrap_or_else(|| format!("{}-{}", l.a, l.b));
-                    name == link
+                    name == *link
                         && ((l.a == host && matches!(dir, DirSpec::AToB | DirSpec::Both))
                             || (l.b == host && matches!(dir, DirSpec::BToA | DirSpec::Both)))
                 });
                 if sends {
-                    line_rate = rate;
+                    line_rate = *rate;
                 }
             }
             _ => {}

@@ -9,11 +9,10 @@
 //!   instead ([`super::config::agent_config_at`]): every host event at or before its flow's start is folded
 //!   into the host's `[host.X.agent]` table.
 //!
-//! Values follow the time scaling exactly as the static configuration does: the event's keys
-//! are put into the node's configuration table and the very functions that write the daemons'
-//! configuration files ([`super::config::switch_config`], [`super::config::agent_config`]) scale
-//! them (rates ÷ S, loop times × S, octets unchanged); the command then carries the scaled
-//! values of the event's keys. So `cp_queue_set_point = "20KB"` is sent unchanged,
+//! Values follow the time scaling exactly as the static configuration does: the event's patch
+//! (typed when the scenario was parsed) is scaled by its type's `Scale`, the same rules as the
+//! configuration types' (rates ÷ S, loop times × S, octets unchanged), and the command carries
+//! the scaled values of the event's keys. So `cp_queue_set_point = "20KB"` is sent unchanged,
 //! `rpg_ai_rate = "10mbit"` at S = 100 as `100kbit`, `rpg_time_reset = "1ms"` as `100ms`.
 //!
 //! A command the daemon refuses, or a socket that does not answer, becomes a warning of the
@@ -25,11 +24,10 @@ use std::time::Duration as StdDuration;
 use cnm_proto::Duration;
 
 use super::super::world::Scaling;
-use super::config::{agent_config, switch_config, uplink_rate, with_host_set};
 use super::daemons::ctl;
-use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
-use crate::sim::topo::EventKind;
+use crate::sim::topo::{word, EventKind, ParamSet};
+use cnm_proto::Scale;
 
 /// What one scheduled command changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,126 +71,59 @@ pub struct ParamEvents {
     events: Vec<ParamEvent>,
 }
 
-/// A TOML value as one command word (no spaces: arrays and inline tables written compactly,
-/// strings bare at the top level, quoted inside).
-pub fn word(v: &toml::Value) -> String {
-    fn inner(v: &toml::Value) -> String {
-        match v {
-            toml::Value::String(s) => toml::Value::String(s.clone()).to_string(),
-            toml::Value::Array(a) => {
-                format!("[{}]", a.iter().map(inner).collect::<Vec<_>>().join(","))
-            }
-            toml::Value::Table(t) => format!(
-                "{{{}}}",
-                t.iter()
-                    .map(|(k, v)| format!("{k}={}", inner(v)))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            other => other.to_string(),
-        }
-    }
-    match v {
-        toml::Value::String(s) => s.clone(),
-        other => inner(other),
-    }
-}
-
-/// The scaled command words of a switch event: the keys of `set` as the switch's
-/// configuration file would carry them had the scenario's `[cp]` table held them.
-fn switch_words(
-    sc: &Scenario,
-    graph: &Graph,
-    sw: &str,
-    set: &toml::Table,
+/// The scaled command words of a parameter event: each operand as written, except the values
+/// time scaling changes (the patch type's `Scale`: rates ÷ S, loop times × S, octets
+/// unchanged), which are written scaled. A key loses `prefix` (`rp.` of a host event: the
+/// command names the field bare).
+fn scaled_words<P: serde::Serialize + Scale>(
+    set: &ParamSet<P>,
     k: Scaling,
+    prefix: &str,
 ) -> anyhow::Result<Vec<String>> {
-    let mut sc2 = sc.clone();
-    if let Some(s) = sc2.topo.switch.get_mut(sw) {
-        let mut bridge = s.bridge.clone().unwrap_or_default();
-        let cp = bridge
-            .entry("cp")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let Some(t) = cp.as_table_mut() {
-            t.extend(set.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        s.bridge = Some(bridge);
-    }
-    let dummy = Path::new("-");
-    let text = switch_config(&sc2, graph, sw, k, dummy, dummy, 0)?;
-    let file: toml::Table = toml::from_str(&text)?;
-    let cp = file
-        .get("bridge")
-        .and_then(|b| b.get("cp"))
-        .and_then(|c| c.as_table())
-        .cloned()
-        .unwrap_or_default();
+    let before = toml::Table::try_from(&set.patch)?;
+    let after = toml::Table::try_from(set.patch.scale(k.loop_mul))?;
     Ok(set
+        .operands
         .iter()
-        .map(|(key, v)| format!("{key}={}", word(cp.get(key).unwrap_or(v))))
-        .collect())
-}
-
-/// The scaled command words of a host event (see [`switch_words`]).
-fn host_words(
-    sc: &Scenario,
-    graph: &Graph,
-    host: &str,
-    set: &toml::Table,
-    k: Scaling,
-) -> anyhow::Result<Vec<String>> {
-    let sc2 = with_host_set(sc, host, set);
-    let text = agent_config(&sc2, host, uplink_rate(sc, graph, host), k)?;
-    let file: toml::Table = toml::from_str(&text)?;
-    let rp = file
-        .get("rp")
-        .and_then(|r| r.as_table())
-        .cloned()
-        .unwrap_or_default();
-    Ok(set
-        .iter()
-        .map(|(key, v)| {
-            let bare = key.strip_prefix("rp.").unwrap_or(key);
-            let scaled = if bare == rp_agent::config::RP_MODE_KEY {
-                file.get(bare)
-            } else {
-                rp.get(bare)
+        .map(|(key, text)| {
+            let key = key.strip_prefix(prefix).unwrap_or(key);
+            let value = match (before.get(key), after.get(key)) {
+                (Some(a), Some(b)) if a != b => word(b),
+                _ => text.clone(),
             };
-            format!("{bare}={}", word(scaled.unwrap_or(v)))
+            format!("{key}={value}")
         })
         .collect())
 }
 
 impl ParamEvents {
     /// The scenario's switch and host events with their scaled commands, in time order.
-    pub fn new(sc: &Scenario, graph: &Graph, k: Scaling) -> anyhow::Result<ParamEvents> {
+    pub fn new(sc: &Scenario, k: Scaling) -> anyhow::Result<ParamEvents> {
         let mut events = Vec::new();
         for (i, ev) in sc.topo.event.iter().enumerate() {
             let (target, words) = match ev.kind() {
-                Ok(EventKind::Switch { switch, set }) => (
-                    Target::Switch(switch.to_string()),
-                    switch_words(sc, graph, switch, set, k)?,
-                ),
-                Ok(EventKind::Host { host, set }) => {
+                EventKind::Switch { switch, set } => {
+                    (Target::Switch(switch.clone()), scaled_words(set, k, "")?)
+                }
+                EventKind::Host { host, set } => {
                     let flows = sc
                         .topo
                         .flow
                         .iter()
                         .enumerate()
                         .filter(|(_, f)| {
-                            f.src == host
+                            f.src == *host
                                 && f.start < ev.at
                                 && f.stop.map_or(ev.at < sc.topo.duration, |s| ev.at < s)
                         })
                         .map(|(j, _)| j)
                         .collect();
                     (
-                        Target::Host(host.to_string(), flows),
-                        host_words(sc, graph, host, set, k)?,
+                        Target::Host(host.clone(), flows),
+                        scaled_words(set, k, "rp.")?,
                     )
                 }
-                Ok(EventKind::Link { .. }) => continue,
-                Err((f, m)) => anyhow::bail!("{}: event[{i}].{f}: {m}", sc.file),
+                EventKind::Link { .. } => continue,
             };
             events.push(ParamEvent {
                 event: i,
@@ -314,9 +245,8 @@ mod tests {
     #[test]
     fn commands_carry_scaled_values() {
         let sc = scenario();
-        let graph = sc.topo.graph();
         let k = Scaling::netns(&sc);
-        let ev = ParamEvents::new(&sc, &graph, k).unwrap();
+        let ev = ParamEvents::new(&sc, k).unwrap();
         let e = ev.events();
         assert_eq!(e.len(), 3);
         assert_eq!(

@@ -232,7 +232,7 @@ impl NetnsWorld {
             t0: StdInstant::now(),
         };
         let mut w = NetnsWorld {
-            params: ParamEvents::new(sc, &st.graph, k)?,
+            params: ParamEvents::new(sc, k)?,
             cnm_flow: cnm_flows(&st),
             bn_switch: None,
             t0_mono: 0,
@@ -475,11 +475,11 @@ impl World for NetnsWorld {
                 self.incasts.push(c);
             }
             Action::Event(i) => match self.st.sc.topo.event[i].kind() {
-                Ok(EventKind::Link { link, dir, rate }) => {
-                    let link = link.to_string();
+                EventKind::Link { link, dir, rate } => {
+                    let (link, dir, rate) = (link.clone(), *dir, *rate);
                     self.set_link_rate(now, &link, dir, rate, run);
                 }
-                Ok(_) => {
+                _ => {
                     let switches = &self.switches;
                     let switch_ctl =
                         |n: &str| switches.iter().find(|s| s.name == n).map(|s| s.ctl.clone());
@@ -488,8 +488,6 @@ impl World for NetnsWorld {
                     self.params
                         .send(i, &switch_ctl, &flow_ctl, &mut run.warnings);
                 }
-                // Checked when the parameter events were prepared.
-                Err(_) => {}
             },
         }
         Ok(())
