@@ -7,7 +7,9 @@ installed (nothing checked), 1 otherwise. The cargo test ``testbed/tests/mininet
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,8 +25,10 @@ from qcn_mininet import QcnDumbbell, QcnHost, QcnSwitch, topo_from_scenario  # n
 
 def main():
     prefix = sys.argv[1] if len(sys.argv) > 1 else "q"
-    run_dir = f"/tmp/qcn-mn-{prefix}"
-    os.makedirs(run_dir, exist_ok=True)
+    # The daemons' control sockets and logs: a directory given by the caller (who removes it),
+    # or a fresh one removed after a pass and kept, with its path printed, after a failure.
+    own_dir = len(sys.argv) <= 2
+    run_dir = tempfile.mkdtemp(prefix=f"qcn-mn-{prefix}-") if own_dir else sys.argv[2]
     setLogLevel("warning")
 
     # The converter reads the testbed's dumbbell: four senders, one receiver, one switch.
@@ -65,8 +69,15 @@ def main():
             failures.append(f"iperf3 through the 10 Mb/s bottleneck: {bps} b/s")
         if cnms == 0:
             failures.append("the bottleneck's congestion point sent no CNM")
+    except BaseException:
+        failures.append("exception (see the traceback)")
+        raise
     finally:
         net.stop()
+        if own_dir and not failures:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        elif own_dir:
+            print("daemon logs kept in", run_dir)
     for f in failures:
         print("FAILED:", f)
     sys.exit(1 if failures else 0)

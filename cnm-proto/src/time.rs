@@ -9,7 +9,10 @@
 //! * [`Bytes`]: octets in a `u64`.
 //!
 //! Text forms follow the Linux `tc` conventions, which network users already type:
-//! `100mbit`, `1gbit`, `10gbit`, `500kbit` or plain bit/s for rates; `25us`, `15ms`, `2s` for
+//! `100mbit`, `1gbit`, `10gbit`, `500kbit` or plain bit/s for rates (`tc-bandwidth`(8); `tc`
+//! reads `bps`, `kbps`, `mbps`, `gbps`, `tbps` and `MB/s` as *octets* per second, which people
+//! often mean as bits, so those spellings are refused with both readings spelled out rather
+//! than guessed); `25us`, `15ms`, `2s` for
 //! durations; `150KB`, `64KiB`, plain octets for sizes. Decimal SI prefixes (k = 1000) are used
 //! for rates and for `KB`/`MB` sizes, as in the QCN papers ("150 KB" = 150 000 octets); binary
 //! prefixes need the explicit `KiB`/`MiB` spelling.
@@ -42,6 +45,39 @@ pub enum UnitError {
     /// The value does not fit in 64 bits of the base unit.
     #[error("value out of range: {0:?}")]
     Range(String),
+    /// A rate unit that `tc` reads as octets per second (`mbps` = megabytes/s) but people
+    /// often mean as bits: refused rather than guessed.
+    #[error(
+        "ambiguous rate unit {unit:?} in {text:?}: tc reads it as {bytes_meaning}; write \
+         {as_bits} for that many bits per second, or {as_bytes} for {bytes_meaning}"
+    )]
+    AmbiguousRate {
+        /// The offending text.
+        text: String,
+        /// Its unit.
+        unit: String,
+        /// What `tc` makes of the unit (`megabytes per second`).
+        bytes_meaning: &'static str,
+        /// The same number in bits (`100mbit`).
+        as_bits: String,
+        /// The bit-rate spelling of the number read as octets (`800mbit`).
+        as_bytes: String,
+    },
+}
+
+/// `number` (a decimal text) times `factor`, as short decimal text (`"1.5"` × 8 = `"12"`).
+fn trim_decimal(number: &str, factor: u64) -> String {
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    let digits = format!("{int_part}{frac_part}");
+    let value = digits.parse::<u128>().unwrap_or(0) * u128::from(factor);
+    let scale = 10u128.pow(frac_part.len().min(30) as u32);
+    let (whole, frac) = (value / scale, value % scale);
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        let f = format!("{frac:0width$}", width = frac_part.len());
+        format!("{whole}.{}", f.trim_end_matches('0'))
+    }
 }
 
 /// Splits `"12.5mbit"` into `("12.5", "mbit")` and multiplies the decimal number by `scale`,
@@ -377,21 +413,52 @@ impl Sub for Rate {
 
 impl FromStr for Rate {
     type Err = UnitError;
-    /// Parses `tc`-style rates: `500kbit`, `100mbit`, `1gbit`, `10gbit`, `1.5gbit`, `10Gbps`, or a
-    /// plain number of bit/s. `bps`/`bit` are bits; SI prefixes are decimal.
+    /// Parses `tc`-style rates: `500kbit`, `100mbit`, `1gbit`, `10gbit`, `1.5gbit`, `10Gb/s`, or
+    /// a plain number of bit/s; SI prefixes are decimal. The spellings `tc` reads as octets per
+    /// second (`bps`, `kbps`, `mbps`, `gbps`, `tbps`, `B/s`, `MB/s`, ...) are refused with
+    /// [`UnitError::AmbiguousRate`], which names both bit-rate spellings.
     fn from_str(s: &str) -> Result<Self, UnitError> {
         let (num, unit) = split_unit(s)?;
-        let scale = match unit.to_ascii_lowercase().as_str() {
-            "" | "bit" | "bps" | "b/s" => 1,
-            "k" | "kbit" | "kbps" | "kb/s" => 1_000,
-            "m" | "mbit" | "mbps" | "mb/s" => 1_000_000,
-            "g" | "gbit" | "gbps" | "gb/s" => 1_000_000_000,
-            "t" | "tbit" | "tbps" | "tb/s" => 1_000_000_000_000,
+        let lower = unit.to_ascii_lowercase();
+        let prefix = |p: &str| match p {
+            "" => Some(("", "bytes per second")),
+            "k" => Some(("k", "kilobytes per second")),
+            "m" => Some(("m", "megabytes per second")),
+            "g" => Some(("g", "gigabytes per second")),
+            "t" => Some(("t", "terabytes per second")),
+            _ => None,
+        };
+        // tc's octet units: `...bps` in any case, and `...B/s` with a capital B.
+        let octet_prefix = lower
+            .strip_suffix("bps")
+            .or_else(|| unit.strip_suffix("B/s").map(|_| &lower[..lower.len() - 3]));
+        if let Some((p, meaning)) = octet_prefix.and_then(prefix) {
+            let bits = parse_scaled(s, num, 1)?;
+            let as_bytes = Rate(bits.saturating_mul(8)).to_string();
+            let as_bytes = match p {
+                // `Display` picks the unit; the number is in `p` units, so rescale by hand.
+                "" => as_bytes,
+                _ => format!("{}{p}bit", trim_decimal(num, 8)),
+            };
+            return Err(UnitError::AmbiguousRate {
+                text: s.to_string(),
+                unit,
+                bytes_meaning: meaning,
+                as_bits: format!("{num}{p}bit"),
+                as_bytes,
+            });
+        }
+        let scale = match lower.as_str() {
+            "" | "bit" | "b/s" => 1,
+            "k" | "kbit" | "kb/s" => 1_000,
+            "m" | "mbit" | "mb/s" => 1_000_000,
+            "g" | "gbit" | "gb/s" => 1_000_000_000,
+            "t" | "tbit" | "tb/s" => 1_000_000_000_000,
             _ => {
                 return Err(UnitError::Unit {
                     text: s.to_string(),
                     unit,
-                    expected: "bit, kbit, mbit, gbit, tbit (or kbps, mbps, gbps)",
+                    expected: "bit, kbit, mbit, gbit, tbit (or b/s, kb/s, Mb/s, Gb/s, Tb/s)",
                 })
             }
         };
@@ -583,13 +650,50 @@ mod tests {
         assert_eq!("500kbit".parse::<Rate>().unwrap(), Rate::from_kbps(500));
         assert_eq!("12345".parse::<Rate>().unwrap(), Rate::from_bps(12345));
         assert_eq!("1.5gbit".parse::<Rate>().unwrap(), Rate::from_mbps(1500));
-        assert_eq!("10Gbps".parse::<Rate>().unwrap(), Rate::from_gbps(10));
+        assert_eq!("10Gb/s".parse::<Rate>().unwrap(), Rate::from_gbps(10));
+        assert_eq!("2.5Mb/s".parse::<Rate>().unwrap(), Rate::from_kbps(2500));
         assert!("10 furlongs".parse::<Rate>().is_err());
         assert!("".parse::<Rate>().is_err());
         assert!("mbit".parse::<Rate>().is_err());
         assert!("1.2.3mbit".parse::<Rate>().is_err());
         assert!("-5mbit".parse::<Rate>().is_err());
         assert!("99999999999999999999tbit".parse::<Rate>().is_err());
+    }
+
+    #[test]
+    fn octet_rate_units_of_tc_are_refused_with_both_readings() {
+        // tc-bandwidth(8): "mbps" is megabytes per second.
+        let e = "100mbps".parse::<Rate>().unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("megabytes per second"), "{msg}");
+        assert!(msg.contains("100mbit"), "{msg}");
+        assert!(msg.contains("800mbit"), "{msg}");
+        match e {
+            UnitError::AmbiguousRate {
+                as_bits, as_bytes, ..
+            } => {
+                assert_eq!(as_bits, "100mbit");
+                assert_eq!(as_bytes, "800mbit");
+            }
+            other => panic!("{other:?}"),
+        }
+        for s in [
+            "10Gbps", "1kbps", "5tbps", "1500bps", "100MB/s", "3GB/s", "1.5mbps",
+        ] {
+            assert!(
+                matches!(s.parse::<Rate>(), Err(UnitError::AmbiguousRate { .. })),
+                "{s}"
+            );
+        }
+        let e = "1.5mbps".parse::<Rate>().unwrap_err().to_string();
+        assert!(e.contains("1.5mbit") && e.contains("12mbit"), "{e}");
+        let e = "1500bps".parse::<Rate>().unwrap_err().to_string();
+        assert!(e.contains("1500bit") && e.contains("12kbit"), "{e}");
+        // A bad number is still a number error.
+        assert!(matches!(
+            "1.2.3mbps".parse::<Rate>(),
+            Err(UnitError::Number(_))
+        ));
     }
 
     #[test]

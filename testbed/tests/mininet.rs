@@ -56,19 +56,43 @@ fn ping_and_iperf3_through_a_qcn_bottleneck_in_mininet() {
         .join("check_qcn_mininet.py");
     // A short prefix keeps the interface names ("m12345h1-eth0") within 15 characters.
     let prefix = format!("m{}", std::process::id() % 100_000);
+    // The daemons' sockets and logs go into a directory removed when the test ends, passed or
+    // failed (the logs are part of the failure message).
+    let run_dir = tempfile::Builder::new()
+        .prefix(&format!("qcn-mn-{prefix}-"))
+        .tempdir()
+        .unwrap();
     let out = Command::new(python)
         .arg(&script)
         .arg(&prefix)
+        .arg(run_dir.path())
         .env("QCN_BIN_DIR", &bins)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "check_qcn_mininet.py failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    if !out.status.success() {
+        let mut logs = String::new();
+        for e in std::fs::read_dir(run_dir.path()).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "log") {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                logs.push_str(&format!("--- {}\n{text}\n", e.path().display()));
+            }
+        }
+        panic!(
+            "check_qcn_mininet.py failed ({}):\n{stdout}\n{stderr}\n{logs}",
+            out.status
+        );
+    }
+    let leftover: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(&format!("qcn-mn-{prefix}")) && e.path() != run_dir.path()
+        })
+        .collect();
+    assert!(leftover.is_empty(), "left behind: {leftover:?}");
     assert!(stdout.contains("\"switch_cnms\""), "{stdout}");
 }
