@@ -93,10 +93,8 @@ fn main() {
                 Ok(v) => {
                     if json {
                         outln(&v.to_string());
-                    } else if v.is_array() {
-                        out(&ctl::print_table(&v));
                     } else {
-                        outln(&format!("{v:#}"));
+                        out(&ctl::print_answer(&v));
                     }
                 }
                 Err(e) => {

@@ -96,14 +96,137 @@ impl Command {
 /// A command on its way to the dataplane, with the channel for its answer.
 pub type Request = socket::Request<Command>;
 
-/// Prints an array of flat objects as an aligned text table (the non-`--json` output of `ctl`).
+/// Column order of the human tables: what a row is (name, state, rate, delay), then its
+/// traffic, then its drops and control frames; FDB rows: station, port, kind, age.
+const COLUMN_ORDER: [&str; 21] = [
+    "name",
+    "index",
+    "up",
+    "rate",
+    "delay",
+    "rx_frames",
+    "tx_frames",
+    "rx_bytes",
+    "tx_bytes",
+    "drops",
+    "pause_tx",
+    "pause_rx",
+    "cnm_tx",
+    "rate_fb_tx",
+    "flooded",
+    "mac",
+    "vid",
+    "port",
+    "is_static",
+    "age_s",
+    "age_ns",
+];
+
+/// Prints an array of flat objects as an aligned text table (the non-`--json` output of `ctl`):
+/// columns in [`COLUMN_ORDER`], FDB ages (`age_ns`) in seconds (`age_s`, one decimal).
 pub fn print_table(rows: &serde_json::Value) -> String {
-    socket::print_table(rows, &[])
+    let mut rows = rows.clone();
+    if let Some(list) = rows.as_array_mut() {
+        for r in list.iter_mut().filter_map(|r| r.as_object_mut()) {
+            if let Some(ns) = r.get("age_ns").and_then(|v| v.as_u64()) {
+                r.remove("age_ns");
+                r.insert("age_s".into(), format!("{:.1}", ns as f64 / 1e9).into());
+            }
+        }
+    }
+    socket::print_table(&rows, &COLUMN_ORDER)
+}
+
+/// The human form of any answer: an array as one table; an object as `key: value` lines for its
+/// scalars (nested objects flattened as `outer.inner`), then one titled table per array member
+/// (`stats` shows its ports, queues and CPs this way).
+pub fn print_answer(v: &serde_json::Value) -> String {
+    let Some(obj) = v.as_object() else {
+        return print_table(v);
+    };
+    let mut scalars = String::new();
+    let mut tables = String::new();
+    let mut flat = |prefix: &str, o: &serde_json::Map<String, serde_json::Value>| {
+        for (k, val) in o {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match val {
+                serde_json::Value::Array(_) => {
+                    tables.push_str(&format!("\n[{key}]\n{}", print_table(val)));
+                }
+                serde_json::Value::Object(inner) => {
+                    for (ik, iv) in inner {
+                        let shown = match iv {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        scalars.push_str(&format!("{key}.{ik}: {shown}\n"));
+                    }
+                }
+                serde_json::Value::String(s) => scalars.push_str(&format!("{key}: {s}\n")),
+                other => scalars.push_str(&format!("{key}: {other}\n")),
+            }
+        }
+    };
+    flat("", obj);
+    scalars + &tables
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats_print_as_lines_and_tables_not_json() {
+        let stats = serde_json::json!({
+            "uptime_s": 3,
+            "fdb": {"learned": 2, "aged": 0},
+            "ports": [{"name": "p1", "up": true, "drops": 0}],
+        });
+        let t = print_answer(&stats);
+        assert!(!t.contains('{'), "{t}");
+        assert!(t.contains("uptime_s: 3\n"), "{t}");
+        assert!(t.contains("fdb.learned: 2\n"), "{t}");
+        assert!(
+            t.contains("\n[ports]\nname  up    drops\np1    true  0\n"),
+            "{t}"
+        );
+        // An array answer is just its table.
+        let ports = serde_json::json!([{"name": "p1"}]);
+        assert_eq!(print_answer(&ports), print_table(&ports));
+    }
+
+    #[test]
+    fn tables_order_columns_and_print_ages_in_seconds() {
+        let fdb = serde_json::json!([
+            {"age_ns": 2_500_000_000u64, "is_static": false, "mac": "02:00:00:00:00:01", "port": 1, "vid": 0},
+        ]);
+        let t = print_table(&fdb);
+        let mut lines = t.lines();
+        let head: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(head, ["mac", "vid", "port", "is_static", "age_s"]);
+        assert!(lines.next().unwrap().ends_with("2.5"), "{t}");
+        let ports = serde_json::json!([
+            {"drops": 3, "delay": "0ns", "flooded": 1, "name": "p1", "rate": "10mbit", "rx_frames": 7, "up": true},
+        ]);
+        let t = print_table(&ports);
+        let head: Vec<&str> = t.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            head,
+            [
+                "name",
+                "up",
+                "rate",
+                "delay",
+                "rx_frames",
+                "drops",
+                "flooded"
+            ]
+        );
+    }
 
     #[test]
     fn parses_commands() {
