@@ -323,7 +323,7 @@ fn bench_app_json_smoke() {
     assert!(out.status.success(), "{stderr}");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["error"].is_null(), "{report}");
-    for path in ["bridge", "agents", "shaped"] {
+    for path in ["bridge", "agents", "agents_no_offload", "shaped"] {
         let p = &report[path];
         assert!(p["error"].is_null(), "{path}: {p}");
         let rounds = p["rounds"].as_array().unwrap();

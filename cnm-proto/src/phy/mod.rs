@@ -41,7 +41,7 @@ mod tap;
 
 pub use af_packet::{AfPacketConfig, AfPacketPort};
 pub use pipe::PipePort;
-pub use tap::TapPort;
+pub use tap::{TapOffloadStats, TapPort};
 
 /// A dataplane port: a source and sink of whole Ethernet frames.
 ///

@@ -163,6 +163,13 @@ pub struct RunArgs {
     /// Name of the TAP device for the host stack.
     #[arg(long, default_value = "qcn0")]
     pub tap: String,
+    /// Open the TAP without offloads: the host stack then segments and checksums every frame
+    /// itself and the agent reads and writes one frame per system call. By default the TAP
+    /// offers checksum and TCP segmentation offload and the agent cuts the host's large TCP
+    /// segments into wire frames, and merges in-order TCP segments towards the host
+    /// (`cnm_proto::wire::segment`).
+    #[arg(long)]
+    pub no_tap_offloads: bool,
     /// Address to put on the TAP (CIDR, e.g. 10.0.0.1/24).
     #[arg(long)]
     pub tap_ip: Option<String>,
@@ -188,7 +195,12 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let (uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
     quiet_uplink_arp(args.agent.uplink_name());
     let rt = |what: String| DaemonError::Runtime(what);
-    let tap = TapPort::create(&args.tap).map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
+    let tap = if args.no_tap_offloads {
+        TapPort::create(&args.tap)
+    } else {
+        TapPort::create_offload(&args.tap)
+    }
+    .map_err(|e| rt(format!("tap {}: {e}", args.tap)))?;
     let tap_name = tap.name().to_string();
     phy::iface::set_mtu(&tap_name, mtu.saturating_sub(TAG_OVERHEAD).max(576))
         .map_err(|e| rt(format!("tap {tap_name}: set mtu: {e}")))?;
@@ -398,7 +410,9 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
                 }
             });
             match r {
-                Ok(n) => busy |= n == BATCH,
+                // A TAP with offloads may give more frames than asked for (one read, many
+                // segments).
+                Ok(n) => busy |= n >= BATCH,
                 Err(e) if e.is_link_gone() => {
                     return Err(DaemonError::Runtime(format!(
                         "tap {}: {e}",

@@ -10,19 +10,24 @@
 //!   agent: the host's address is on the TAP, the agent carries its frames to the uplink and
 //!   back. Nothing is shaped: the agents' line rate is [`UNSHAPED_LINE`], far above what
 //!   either path forwards, and the switch's ports have no rate.
+//! * **agents, TAP offloads off** — the same with `rp-agent --no-tap-offloads` and the TAPs'
+//!   offloads off as well: the host stack segments and checksums every frame and the agent
+//!   moves one frame per system call (the A/B of the offload path).
 //! * **shaped** — the agents' topology with the switch's egress towards the receiver shaped to
 //!   [`SHAPED_RATE`] and an output congestion point on it (QCN active: the switch samples,
 //!   sends CNMs, the sending agent limits its flow). The agents' line rate is
 //!   [`SHAPED_LINE`], so the switch, not the agent, is the bottleneck.
 //!
-//! Every veth end has its offloads off (`ethtool -K … tso gso gro tx rx sg off`), the TAPs
-//! too, so both paths carry the same frames of at most one MTU: what differs is only the
-//! forwarding element. (The agents' TAP MTU is 8 octets below the uplink's, for the 802.1Q
-//! tag and CN-TAG; the bridge's hosts keep 1500.)
+//! Every veth end has its offloads off (`ethtool -K … tso gso gro tx rx sg off`), so every
+//! link between two hosts' interfaces carries frames of at most one MTU on both paths: what
+//! differs is the forwarding element. The agents' TAP is the host's NIC; by default it offers
+//! checksum and TCP segmentation offload, and the agent does the NIC's work (segments to
+//! the MTU before its frames reach the uplink, merges in order segments towards the host);
+//! the "TAP offloads off" lab shows the same path without it. (The agents' TAP MTU is 8
+//! octets below the uplink's, for the 802.1Q tag and CN-TAG; the bridge's hosts keep 1500.)
 //!
-//! Each round runs one `iperf3 -J` TCP test on the bridge, then one on the agents, then one on
-//! the shaped lab; the report gives every round, the medians and the ratio
-//! agents / bridge. Goodput is iperf3's receiver-side `bits_per_second` (TCP payload), with
+//! Each round runs one `iperf3 -J` TCP test on the bridge, then on each agents' lab in turn;
+//! the report gives every round, the medians and the ratio agents / bridge. Goodput is iperf3's receiver-side `bits_per_second` (TCP payload), with
 //! the first `warmup` seconds omitted (`iperf3 -O`).
 
 use std::ffi::OsStr;
@@ -93,6 +98,10 @@ pub struct AppReport {
     pub bridge: PathRun,
     /// h1 — rp-agent — cp-switch — rp-agent — h2, nothing shaped.
     pub agents: PathRun,
+    /// The same with the TAPs' offloads off.
+    pub agents_no_offload: PathRun,
+    /// `agents_no_offload.median_gbps / bridge.median_gbps`.
+    pub ratio_no_offload: Option<f64>,
     /// `agents.median_gbps / bridge.median_gbps`.
     pub ratio: Option<f64>,
     /// The shaped 1 Gb/s bottleneck through the agents, QCN active.
@@ -114,7 +123,7 @@ impl AppReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Application benchmark: iperf3 TCP, one stream, offloads off ({} CPUs)",
+            "Application benchmark: iperf3 TCP, one stream, links' offloads off ({} CPUs)",
             self.cpus
         );
         let row = |s: &mut String, name: &str, p: &PathRun| {
@@ -132,8 +141,12 @@ impl AppReport {
         };
         row(&mut s, "h1 - Linux bridge - h2", &self.bridge);
         row(&mut s, "h1 - agent - cp-switch - agent - h2", &self.agents);
+        row(&mut s, "  the same, TAP offloads off", &self.agents_no_offload);
         if let Some(r) = self.ratio {
             let _ = writeln!(s, "   ratio agents/bridge {r:.3}");
+        }
+        if let Some(r) = self.ratio_no_offload {
+            let _ = writeln!(s, "   ratio agents (TAP offloads off)/bridge {r:.3}");
         }
         if let Some(p) = &self.shaped {
             let _ = writeln!(
@@ -191,7 +204,8 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     let work = WorkDir::new(&lab)?;
     let built = (|| -> Result<_, BenchError> {
         let bridge = build_bridge(cfg, &lab, &work)?;
-        let agents = build_agents(cfg, &lab, &work, "a", None, UNSHAPED_LINE)?;
+        let agents = build_agents(cfg, &lab, &work, "a", None, UNSHAPED_LINE, true)?;
+        let plain = build_agents(cfg, &lab, &work, "o", None, UNSHAPED_LINE, false)?;
         let shaped = if cfg.no_shaped {
             None
         } else {
@@ -202,11 +216,12 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
                 "s",
                 Some(SHAPED_RATE),
                 SHAPED_LINE,
+                true,
             )?)
         };
-        Ok((bridge, agents, shaped))
+        Ok((bridge, agents, plain, shaped))
     })();
-    let (bridge, agents, shaped) = match built {
+    let (bridge, agents, plain, shaped) = match built {
         Ok(b) => b,
         Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
         Err(e) => {
@@ -218,6 +233,7 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     for _ in 0..cfg.rounds.max(1) {
         measure(cfg, &bridge, &mut report.bridge)?;
         measure(cfg, &agents, &mut report.agents)?;
+        measure(cfg, &plain, &mut report.agents_no_offload)?;
         if let (Some(b), Some(p)) = (&shaped, shaped_path.as_mut()) {
             measure(cfg, b, p)?;
         }
@@ -228,8 +244,12 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     };
     med(&mut report.bridge);
     med(&mut report.agents);
-    if report.bridge.median_gbps > 0.0 && report.agents.median_gbps.is_finite() {
-        report.ratio = Some(report.agents.median_gbps / report.bridge.median_gbps);
+    med(&mut report.agents_no_offload);
+    if report.bridge.median_gbps > 0.0 {
+        let b = report.bridge.median_gbps;
+        report.ratio = Some(report.agents.median_gbps / b).filter(|r| r.is_finite());
+        report.ratio_no_offload =
+            Some(report.agents_no_offload.median_gbps / b).filter(|r| r.is_finite());
     }
     if let Some(p) = shaped_path.as_mut() {
         med(p);
@@ -241,7 +261,7 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
         report.shaped_cnms = cnms_sent(&cfg.cp_switch, ctl);
     }
     report.shaped = shaped_path;
-    drop((bridge, agents, shaped));
+    drop((bridge, agents, plain, shaped));
     Ok(report)
 }
 
@@ -363,9 +383,9 @@ fn build_bridge(cfg: &Config, lab: &Lab, work: &WorkDir) -> Result<Built, BenchE
     })
 }
 
-/// The agents' lab `tag` (`a` or `s`): cp-switch in the middle (egress towards the receiver
-/// shaped to `shaped` with an output CP when given), an agent with line rate `line` on each
-/// host.
+/// The agents' lab `tag` (`a`, `o` or `s`): cp-switch in the middle (egress towards the
+/// receiver shaped to `shaped` with an output CP when given), an agent with line rate `line`
+/// on each host, its TAP with offloads or without.
 fn build_agents(
     cfg: &Config,
     lab: &Lab,
@@ -373,6 +393,7 @@ fn build_agents(
     tag: &str,
     shaped: Option<&str>,
     line: &str,
+    tap_offloads: bool,
 ) -> Result<Built, BenchError> {
     let (h1, sw, h2) = hosts(lab, tag)?;
     let ctl = work.path(&format!("{tag}-sw.sock"));
@@ -397,7 +418,11 @@ fn build_agents(
         &log,
     )?;
     wait_for_socket(&mut switch, &ctl, &log)?;
-    let subnet = if tag == "a" { 1 } else { 2 };
+    let subnet = match tag {
+        "a" => 1,
+        "o" => 2,
+        _ => 3,
+    };
     let mut daemons = vec![switch];
     for (i, ns) in [&h1, &h2].into_iter().enumerate() {
         let me = format!("{tag}{}", i + 1);
@@ -413,7 +438,7 @@ fn build_agents(
         let actl = work.path(&format!("{me}.sock"));
         let alog = work.path(&format!("{me}.log"));
         let ip = format!("10.78.{subnet}.{}/24", i + 1);
-        let args: Vec<&OsStr> = vec![
+        let mut args: Vec<&OsStr> = vec![
             cfg.rp_agent.as_os_str(),
             "--uplink".as_ref(),
             "eth0".as_ref(),
@@ -426,10 +451,16 @@ fn build_agents(
             "--ctl".as_ref(),
             actl.as_os_str(),
         ];
+        if !tap_offloads {
+            args.push("--no-tap-offloads".as_ref());
+        }
         let mut agent = ns.spawn_logged(&args, &alog)?;
         wait_for_socket(&mut agent, &actl, &alog)?;
-        // The TAP's offloads as the veths': off (features the tun driver fixes are tolerated).
-        ns.offloads_off("qcn0")?;
+        if !tap_offloads {
+            // The TAP's offloads as the veths': off (features the tun driver fixes are
+            // tolerated).
+            ns.offloads_off("qcn0")?;
+        }
         daemons.push(agent);
     }
     let server = iperf_server(cfg, &h2, work, tag)?;
