@@ -565,3 +565,93 @@ fn jumbo_frames_and_oversized_drops() {
         assert!(AfPacketConfig::default().max_rx_frame() >= 1518);
     });
 }
+
+#[test]
+fn tap_offload_completes_checksums_and_merges_tcp() {
+    use cnm_proto::wire::segment::{self, fold, sum16, VnetHdr};
+    let Some(ns) = Netns::create("tap_offload_completes_checksums_and_merges_tcp") else {
+        return;
+    };
+    let name = ns.ifname("to");
+    ns.run(move || {
+        let mut tap = TapPort::create_offload(&name).unwrap();
+        assert!(tap.offloads());
+        tap.set_mac(A_MAC).unwrap();
+        tap.set_up(true).unwrap();
+        ip(&["addr", "add", "10.201.0.1/24", "dev", &name]).unwrap();
+        ip(&[
+            "neigh",
+            "replace",
+            "10.201.0.2",
+            "lladdr",
+            "02:00:00:00:00:0b",
+            "dev",
+            &name,
+            "nud",
+            "permanent",
+        ])
+        .unwrap();
+
+        // The host stack leaves a UDP checksum to the "NIC"; the port completes it.
+        let sock = std::net::UdpSocket::bind("10.201.0.1:0").unwrap();
+        sock.send_to(&[7u8; 300], "10.201.0.2:9").unwrap();
+        let deadline = phy::clock::now() + Duration::from_secs(3);
+        let mut udp = None;
+        while udp.is_none() && phy::clock::now() < deadline {
+            phy::poll::wait(&[tap.raw_fd().unwrap()], Some(Duration::from_millis(100))).unwrap();
+            tap.recv_batch(64, &mut |f| {
+                if f.len() > 42 && f[12..14] == [8, 0] && f[23] == 17 {
+                    udp = Some(f.to_vec());
+                }
+            })
+            .unwrap();
+        }
+        let f = udp.expect("the host's UDP datagram");
+        assert_eq!(f.len(), 14 + 20 + 8 + 300);
+        let pseudo = sum16(&f[26..34], 17 + (f.len() - 34) as u64);
+        assert_eq!(
+            fold(sum16(&f[34..], pseudo)),
+            0xffff,
+            "UDP checksum verifies"
+        );
+        assert!(tap.offload_stats().rx_csum_completed >= 1);
+
+        // Three in-order TCP segments towards the host leave as one merged frame.
+        let mut wire = AfPacketPort::open(&name, &AfPacketConfig::for_mtu(9000)).unwrap();
+        let mut big = frame(A_MAC, B_MAC, 0x0800, &[]);
+        big.truncate(14);
+        big.extend_from_slice(&[
+            0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 201, 0, 2, 10, 201, 0, 1,
+        ]);
+        big.extend_from_slice(&[
+            0x1f, 0x90, 0x1f, 0x91, 0, 0, 0x03, 0xe8, 0, 0, 0, 1, 0x50, 0x10, 0x10, 0, 0, 0, 0, 0,
+        ]);
+        big.extend((0..3000u32).map(|i| i as u8));
+        let gso = VnetHdr {
+            gso_type: segment::GSO_TCPV4,
+            gso_size: 1000,
+            ..VnetHdr::default()
+        };
+        let mut segs = Vec::new();
+        segment::segment(&gso, &big, &mut Vec::new(), &mut |s| segs.push(s.to_vec())).unwrap();
+        assert_eq!(segs.len(), 3);
+        for s in &segs {
+            assert!(tap.send(s).unwrap());
+        }
+        tap.flush().unwrap();
+        let deadline = phy::clock::now() + Duration::from_secs(3);
+        let mut seen = Vec::new();
+        while seen.is_empty() && phy::clock::now() < deadline {
+            phy::poll::wait(&[wire.raw_fd().unwrap()], Some(Duration::from_millis(100))).unwrap();
+            wire.recv_batch(64, &mut |f| {
+                if f.len() > 54 && f[12..14] == [8, 0] && f[23] == 6 {
+                    seen.push(f.len());
+                }
+            })
+            .unwrap();
+        }
+        assert_eq!(seen, vec![54 + 3000]);
+        let st = tap.offload_stats();
+        assert_eq!((st.tx_gro_frames, st.tx_gro_segments), (1, 3));
+    });
+}

@@ -39,8 +39,8 @@ pub mod ethernet;
 pub mod flow;
 pub mod lldp;
 pub mod pause;
-pub mod segment;
 pub mod rate_feedback;
+pub mod segment;
 pub mod vlan;
 mod walk;
 

@@ -295,13 +295,7 @@ pub fn segment(
                 buf.extend_from_slice(chunk);
                 // Sequence numbers and identifications wrap (RFC 793 §3.3, RFC 791 §3.2).
                 let off = (i * mss) as u32;
-                finish_tcp_v4(
-                    buf,
-                    h,
-                    id.wrapping_add(i as u16),
-                    seq.wrapping_add(off),
-                    fl,
-                );
+                finish_tcp_v4(buf, h, id.wrapping_add(i as u16), seq.wrapping_add(off), fl);
                 out(buf);
             }
             Ok(n)
@@ -415,8 +409,7 @@ impl Coalescer {
             let flags = frame[h.tcp + 13];
             let payload = frame.len() - h.end;
             let frag = frame[h.ip + 6] & 0x3f != 0 || frame[h.ip + 7] != 0;
-            if flags & !(TCP_ACK | TCP_PSH) == 0 && payload > 0 && !frag && flags & TCP_PSH == 0
-            {
+            if flags & !(TCP_ACK | TCP_PSH) == 0 && payload > 0 && !frag && flags & TCP_PSH == 0 {
                 let seq = u32::from_be_bytes([
                     frame[h.tcp + 4],
                     frame[h.tcp + 5],
@@ -448,7 +441,10 @@ impl Coalescer {
                 // The TCP checksum field seeded with the pseudo-header sum, as for
                 // CHECKSUM_PARTIAL.
                 let tcp_len = (b.len() - h.tcp) as u64;
-                let pseudo = fold(sum16(&b[h.ip + 12..h.ip + 20], u64::from(PROTO_TCP) + tcp_len));
+                let pseudo = fold(sum16(
+                    &b[h.ip + 12..h.ip + 20],
+                    u64::from(PROTO_TCP) + tcp_len,
+                ));
                 b[h.tcp + 16..h.tcp + 18].copy_from_slice(&pseudo.to_be_bytes());
                 let hdr = VnetHdr {
                     flags: F_NEEDS_CSUM,
@@ -548,7 +544,14 @@ mod tests {
         let want = [
             (43, 0x10, 0x26bb, 100, TCP_ACK, &b"abc"[..]),
             (43, 0x11, 0x26ba, 103, TCP_ACK, &b"def"[..]),
-            (41, 0x12, 0x26bb, 106, TCP_FIN | TCP_PSH | TCP_ACK, &b"g"[..]),
+            (
+                41,
+                0x12,
+                0x26bb,
+                106,
+                TCP_FIN | TCP_PSH | TCP_ACK,
+                &b"g"[..],
+            ),
         ];
         for (s, (len, id, ipc, seq, flags, payload)) in segs.iter().zip(want) {
             assert_eq!(s[..14], f[..14]);

@@ -141,7 +141,11 @@ impl AppReport {
         };
         row(&mut s, "h1 - Linux bridge - h2", &self.bridge);
         row(&mut s, "h1 - agent - cp-switch - agent - h2", &self.agents);
-        row(&mut s, "  the same, TAP offloads off", &self.agents_no_offload);
+        row(
+            &mut s,
+            "  the same, TAP offloads off",
+            &self.agents_no_offload,
+        );
         if let Some(r) = self.ratio {
             let _ = writeln!(s, "   ratio agents/bridge {r:.3}");
         }
