@@ -4,7 +4,8 @@
 //!   Linux bridge and cp-switch, measured in one run with the testbed's own raw-socket blaster
 //!   and counter ([`blast`]).
 //! * [`qcn`] — `testbed bench qcn`: CNM reaction latency, forwarding cost of CP sampling,
-//!   rp-agent throughput with 1 and 64 rate-limited flows.
+//!   rp-agent throughput with 1 and 64 rate-limited flows, agent and generator pacing error over
+//!   100 ms windows at 1 Gb/s.
 //! * [`app`] — `testbed bench app`: iperf3 TCP through the agents and cp-switch against the
 //!   Linux bridge, side by side, and through a shaped 1 Gb/s bottleneck with QCN active.
 

@@ -23,6 +23,14 @@
 //!    limiter engaged ([`AGENT_LINE`] 10 Gb/s, max 9 Gb/s: far above what the agent forwards,
 //!    so the figure is the agent's per-frame cost with every frame going through a limiter).
 //!    Frames are counted at h2's end of the uplink (`rx_packets` of its veth).
+//! 4. **Pacing error** — `h1 [rp-agent] h1:eth0 — h2:eth0` with the agent's line rate
+//!    [`PACING_RATE`]: once with the TAP writer offering more than that (the agent's pacer
+//!    sets the rate), once with `rp-agent gen` (greedy, [`AGENT_FRAME`]-octet frames: the
+//!    generator's pacer). A thread in h2 reads the octets received on `eth0`
+//!    (`/proc/thread-self/net/dev`) every [`PACING_WINDOW`], timing each read; each window's
+//!    rate is its octets over its measured length, and its error is the distance from the
+//!    target in percent. The report gives the mean, p99 and largest error over the windows
+//!    after the warm-up.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -45,6 +53,12 @@ use crate::signals;
 pub const AGENT_FRAME: usize = 1000;
 /// The agent's line rate in part 3.
 pub const AGENT_LINE: &str = "10gbit";
+/// The paced rate of part 4.
+pub const PACING_RATE: &str = "1gbit";
+/// [`PACING_RATE`] in bit/s.
+pub const PACING_BPS: f64 = 1e9;
+/// The window of part 4.
+pub const PACING_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 /// Frame size of the sampling-cost blaster.
 pub const SAMPLING_FRAME: usize = 1500;
 
@@ -114,6 +128,25 @@ pub struct AgentRow {
     pub offered_fps: f64,
 }
 
+/// Part 4, one row.
+#[derive(Debug, Clone, Serialize)]
+pub struct PacingRow {
+    /// `agent` (TAP writer through the agent) or `generator` (`rp-agent gen`).
+    pub source: String,
+    /// The rate the pacer was given, Gb/s.
+    pub target_gbps: f64,
+    /// Windows measured.
+    pub windows: usize,
+    /// Mean rate over the windows, Gb/s.
+    pub mean_gbps: f64,
+    /// Mean absolute error per window, percent of the target.
+    pub mean_error_pct: f64,
+    /// 99th percentile of the error per window.
+    pub p99_error_pct: f64,
+    /// Largest error per window.
+    pub max_error_pct: f64,
+}
+
 /// The whole report; a part that failed carries its error instead.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct QcnReport {
@@ -131,6 +164,10 @@ pub struct QcnReport {
     pub agent_error: Option<String>,
     /// fps(64 flows) / fps(1 flow).
     pub agent_ratio: Option<f64>,
+    /// Part 4.
+    pub pacing: Vec<PacingRow>,
+    /// Part 4's errors.
+    pub pacing_error: Option<String>,
     /// CPUs of the machine.
     pub cpus: usize,
 }
@@ -197,6 +234,21 @@ impl QcnReport {
         if let Some(e) = &self.agent_error {
             let _ = writeln!(s, "   failed: {e}");
         }
+        let _ = writeln!(
+            s,
+            "\n4. pacing error at {PACING_RATE}, {} ms windows, {AGENT_FRAME} B frames",
+            PACING_WINDOW.as_millis()
+        );
+        for r in &self.pacing {
+            let _ = writeln!(
+                s,
+                "   {:<9} {} windows: mean {:.4} Gb/s  error mean {:.2} %  p99 {:.2} %  max {:.2} %",
+                r.source, r.windows, r.mean_gbps, r.mean_error_pct, r.p99_error_pct, r.max_error_pct
+            );
+        }
+        if let Some(e) = &self.pacing_error {
+            let _ = writeln!(s, "   failed: {e}");
+        }
         s
     }
 }
@@ -233,6 +285,19 @@ pub fn run(cfg: &Config) -> Result<QcnReport, BenchError> {
     if let [a, b] = report.agent.as_slice() {
         if a.fps > 0.0 {
             report.agent_ratio = Some(b.fps / a.fps);
+        }
+    }
+    for source in ["agent", "generator"] {
+        match pacing(cfg, source) {
+            Ok(r) => report.pacing.push(r),
+            Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
+            Err(e) => {
+                let e = format!("{source}: {e}");
+                match report.pacing_error.as_mut() {
+                    Some(all) => *all = format!("{all}; {e}"),
+                    None => report.pacing_error = Some(e),
+                }
+            }
         }
     }
     Ok(report)
@@ -666,6 +731,153 @@ fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> 
     result
 }
 
+/// Received octets of `ifname` from `/proc/thread-self/net/dev` (the calling thread's
+/// namespace).
+fn rx_octets(ifname: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").ok()?;
+    text.lines().find_map(|l| {
+        let (name, rest) = l.split_once(':')?;
+        if name.trim() != ifname {
+            return None;
+        }
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// In `ns`, the rate received on `ifname` in consecutive windows of [`PACING_WINDOW`] for
+/// `total` (bit/s per window, each over its measured length).
+fn window_rates(
+    ns: &Namespace,
+    ifname: &str,
+    total: std::time::Duration,
+) -> Result<Vec<f64>, BenchError> {
+    let role = "pacing counter";
+    if let Some(name) = ns.name() {
+        phy::netns::enter(name).map_err(|source| BenchError::Io { role, source })?;
+    }
+    let read = || -> Result<(u64, f64), BenchError> {
+        let t0 = phy::clock::now();
+        let b =
+            rx_octets(ifname).ok_or_else(|| other(role, format!("no counters for {ifname}")))?;
+        let t1 = phy::clock::now();
+        // The read's midpoint, in seconds.
+        Ok((b, (t0.as_nanos() as f64 + t1.as_nanos() as f64) / 2e9))
+    };
+    let n = (total.as_secs_f64() / PACING_WINDOW.as_secs_f64()).floor() as usize;
+    let mut rates = Vec::with_capacity(n);
+    let (mut b0, mut t0) = read()?;
+    let start = std::time::Instant::now();
+    for i in 1..=n {
+        let due = start + PACING_WINDOW * i as u32;
+        if let Some(d) = due.checked_duration_since(std::time::Instant::now()) {
+            sleep(d)?;
+        }
+        let (b1, t1) = read()?;
+        if t1 > t0 {
+            rates.push(b1.saturating_sub(b0) as f64 * 8.0 / (t1 - t0));
+        }
+        (b0, t0) = (b1, t1);
+    }
+    Ok(rates)
+}
+
+/// The row of part 4 from the window rates.
+pub fn pacing_row(source: &str, target_bps: f64, rates: &[f64]) -> PacingRow {
+    let mut err: Vec<f64> = rates
+        .iter()
+        .map(|r| (r - target_bps).abs() / target_bps * 100.0)
+        .collect();
+    err.sort_by(f64::total_cmp);
+    let n = rates.len().max(1) as f64;
+    PacingRow {
+        source: source.to_owned(),
+        target_gbps: target_bps / 1e9,
+        windows: rates.len(),
+        mean_gbps: rates.iter().sum::<f64>() / n / 1e9,
+        mean_error_pct: err.iter().sum::<f64>() / n,
+        p99_error_pct: percentile(&err, 0.99),
+        max_error_pct: err.last().copied().unwrap_or(f64::NAN),
+    }
+}
+
+/// Part 4 for `source` (`agent` or `generator`).
+fn pacing(cfg: &Config, source: &str) -> Result<PacingRow, BenchError> {
+    let lab = Lab::new("qpac")?;
+    let work = WorkDir::new(&lab)?;
+    let h1 = lab.ns("h1")?;
+    let h2 = lab.ns("h2")?;
+    for ns in [&h1, &h2] {
+        ns.disable_ipv6()?;
+    }
+    lab.veth((&h1, "eth0"), (&h2, "eth0"))?
+        .offloads_off()?
+        .up()?;
+    let h2_mac = h2.mac("eth0")?;
+    let toml =
+        format!("line_rate = \"{PACING_RATE}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n");
+    let total = cfg.warmup + cfg.duration;
+    let windows = |skip: usize| -> Result<Vec<f64>, BenchError> {
+        let r = std::thread::scope(|s| {
+            s.spawn(|| window_rates(&h2, "eth0", total.to_std()))
+                .join()
+                .map_err(|_| BenchError::Panicked("pacing counter"))
+        })??;
+        Ok(r.into_iter().skip(skip).collect())
+    };
+    let skip = (cfg.warmup.as_secs_f64() / PACING_WINDOW.as_secs_f64()).ceil() as usize;
+    let rates = if source == "agent" {
+        let (mut agent, _) = start_agent(cfg, &h1, &work, &toml, None)?;
+        let tap_mac = h1.mac("qcn0")?;
+        let stop = AtomicBool::new(false);
+        let sent = AtomicU64::new(0);
+        let r = std::thread::scope(|s| -> Result<Vec<f64>, BenchError> {
+            let w = s.spawn(|| tap_writer(&h1, "qcn0", tap_mac, &[h2_mac], &stop, &sent));
+            let r = windows(skip);
+            stop.store(true, Ordering::Relaxed);
+            w.join().map_err(|_| BenchError::Panicked("tap writer"))??;
+            r
+        });
+        let _ = agent.stop(std::time::Duration::from_secs(3));
+        r?
+    } else {
+        let conf = work.path("gen.toml");
+        std::fs::write(&conf, &toml).map_err(|source| BenchError::Io {
+            role: "config",
+            source,
+        })?;
+        let log = work.path("gen.log");
+        let dst = netns::format_mac(h2_mac);
+        let size = AGENT_FRAME.to_string();
+        let mut gen = h1.spawn_logged(
+            &[
+                cfg.rp_agent.as_os_str(),
+                "gen".as_ref(),
+                "--uplink".as_ref(),
+                "eth0".as_ref(),
+                "--config".as_ref(),
+                conf.as_os_str(),
+                "--dst".as_ref(),
+                dst.as_ref(),
+                "--size".as_ref(),
+                size.as_ref(),
+            ],
+            &log,
+        )?;
+        let r = windows(skip);
+        let running = gen.is_running();
+        let _ = gen.stop(std::time::Duration::from_secs(3));
+        if !running {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(other("generator", format!("exited: {text}")));
+        }
+        r?
+    };
+    if rates.is_empty() {
+        return Err(other("pacing counter", "no window measured"));
+    }
+    Ok(pacing_row(source, PACING_BPS, &rates))
+}
+
 /// Flows of the agent whose limiter is engaged.
 fn limited_flows(bin: &Path, ctl: &Path) -> usize {
     let Ok(out) = std::process::Command::new(bin)
@@ -792,6 +1004,18 @@ mod tests {
         assert_eq!(pair_latencies(&sent, &applied), vec![0.04, 0.1]);
         assert!(pair_latencies(&[], &applied).is_empty());
         assert!(pair_latencies(&sent, &[]).is_empty());
+    }
+
+    #[test]
+    fn pacing_errors_per_window() {
+        // Windows at 0.99, 1.00, 1.02 and 1.00 Gb/s against 1 Gb/s: errors 1, 0, 2, 0 %.
+        let r = pacing_row("agent", 1e9, &[0.99e9, 1e9, 1.02e9, 1e9]);
+        assert_eq!(r.windows, 4);
+        assert!((r.mean_gbps - 1.0025).abs() < 1e-12);
+        assert!((r.mean_error_pct - 0.75).abs() < 1e-9);
+        assert!((r.max_error_pct - 2.0).abs() < 1e-9);
+        assert!((r.p99_error_pct - 2.0).abs() < 1e-9);
+        assert!(pacing_row("generator", 1e9, &[]).max_error_pct.is_nan());
     }
 
     #[test]
