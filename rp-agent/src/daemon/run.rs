@@ -27,6 +27,12 @@ use super::{prepare_offloads, DaemonError};
 pub const BATCH: usize = 64;
 /// Longest sleep, so control requests and signals are seen promptly.
 pub const MAX_SLEEP: Duration = Duration::from_millis(10);
+/// Shortest sleep towards a pacer's deadline. Frames due within this much of each other leave
+/// in one wakeup (the pacers' `catch_up` back-dates them, so the long-run rate stays exact)
+/// instead of one wakeup, one `ppoll` and one ring flush per frame: at 1 Gb/s, 50 us is about
+/// six 1000-octet frames, a burst the line would have carried back to back anyway after a
+/// scheduling delay of that size. Ports and control requests still wake the loop at once.
+pub const PACE_QUANTUM: Duration = Duration::from_micros(50);
 /// Octets the agent adds to a host frame: 802.1Q tag and CN-TAG.
 pub const TAG_OVERHEAD: u32 = 8;
 
@@ -373,7 +379,7 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
                 // Without an uplink the pacers' deadlines cannot be met: only the host side
                 // and housekeeping wake the loop.
                 if self.uplink.is_some() || t > now {
-                    deadline = deadline.min(t);
+                    deadline = deadline.min(t.max(now + PACE_QUANTUM));
                 }
             }
             let tap_fd = if self.held.may_offer(&self.agent) {

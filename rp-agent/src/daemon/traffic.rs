@@ -27,7 +27,7 @@ use rp_agent::Agent;
 use serde_json::json;
 
 use super::ctl::{self, Command, CtlServer};
-use super::run::{answer, AgentArgs, BATCH, MAX_SLEEP};
+use super::run::{answer, AgentArgs, BATCH, MAX_SLEEP, PACE_QUANTUM};
 use super::DaemonError;
 
 /// `gen` options.
@@ -192,12 +192,19 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         }
         let now = phy::clock::now();
         let mut deadline = (now + MAX_SLEEP).min(next_report);
+        // Pacers and sources are served in quanta of at least PACE_QUANTUM (see there).
         if let Some(t) = agent.poll_timeout() {
-            deadline = deadline.min(t);
+            deadline = deadline.min(t.max(now + PACE_QUANTUM));
         }
         if held.is_empty() {
             for s in &sources {
-                deadline = deadline.min(s.next_due());
+                // A source due now (greedy, or behind) is served at once.
+                let due = s.next_due();
+                deadline = deadline.min(if due <= now {
+                    due
+                } else {
+                    due.max(now + PACE_QUANTUM)
+                });
             }
         }
         if let Some(e) = end {
