@@ -91,6 +91,10 @@ pub struct Agent {
     cfg: AgentConfig,
     rng: Rng,
     flows: Vec<Option<Flow>>,
+    /// The occupied slots of `flows`, ascending: the per-poll work (timers, the next
+    /// deadline) visits these rather than every slot of the table. Slots are only ever filled
+    /// (a full table's idle flow is replaced in place), so this list only grows.
+    live: Vec<usize>,
     index: HashMap<ClassKey, usize>,
     /// Backlogged flows in round-robin order.
     ring: VecDeque<usize>,
@@ -118,6 +122,7 @@ impl Agent {
             rng,
             index: HashMap::with_capacity(cfg.max_flows),
             ring: VecDeque::with_capacity(cfg.max_flows),
+            live: Vec::with_capacity(cfg.max_flows),
             flows,
             backlog_frames: 0,
             pause: PauseState::default(),
@@ -422,7 +427,7 @@ impl Agent {
         }
         let mut t: Option<Instant> = None;
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
-        for f in self.flows.iter().flatten() {
+        for f in self.live.iter().filter_map(|&i| self.flows[i].as_ref()) {
             if let Some(rp) = &f.rp {
                 earliest(rp.next_timer());
             }
@@ -523,7 +528,12 @@ impl Agent {
     /// queued that has been idle for `flow_idle_timeout`.
     fn new_flow(&mut self, now: Instant, key: ClassKey) -> Option<usize> {
         let idx = match self.flows.iter().position(Option::is_none) {
-            Some(i) => i,
+            Some(i) => {
+                if let Err(at) = self.live.binary_search(&i) {
+                    self.live.insert(at, i);
+                }
+                i
+            }
             None => {
                 let timeout = self.cfg.flow_idle_timeout;
                 let (i, _) = self
@@ -568,7 +578,8 @@ impl Agent {
     }
 
     fn run_timers(&mut self, now: Instant) {
-        for idx in 0..self.flows.len() {
+        for k in 0..self.live.len() {
+            let idx = self.live[k];
             let Some(rp) = self.flows[idx].as_mut().and_then(|f| f.rp.as_mut()) else {
                 continue;
             };

@@ -7,6 +7,7 @@
 
 use super::host::HostNode;
 use super::node::SimNode;
+use super::queue::EventQueue;
 use super::stats::{QueueHistogram, QueueSummary};
 use cnm_proto::line::{self, LineClock, Overheads};
 use cnm_proto::phy::pcap::PcapWriter;
@@ -17,8 +18,7 @@ use daemon_kit::trace_record::{ConfigChange, QueueTracker, TraceRecord};
 use rp_agent::RpPatch;
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write;
 use std::rc::Rc;
 
@@ -390,8 +390,7 @@ impl SimBuilder {
         }
         let mut sim = Sim {
             now: Instant::ZERO,
-            seq: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::new(),
             nodes,
             dirs,
             links,
@@ -420,8 +419,7 @@ impl SimBuilder {
 /// A running simulation.
 pub struct Sim {
     now: Instant,
-    seq: u64,
-    heap: BinaryHeap<Reverse<Entry>>,
+    queue: EventQueue<Kind>,
     nodes: Vec<NodeState>,
     dirs: Vec<Dir>,
     links: Vec<LinkMeta>,
@@ -488,12 +486,7 @@ pub enum ParamPatch {
     Rp(RpPatch),
 }
 
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Entry {
-    t: Instant,
-    seq: u64,
-    kind: Kind,
-}
+type Entry = super::queue::Entry<Kind>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
@@ -820,13 +813,7 @@ impl Sim {
 
     /// Runs every event up to and including `end`, then sets the clock to `end`.
     pub fn run_until(&mut self, end: Instant) {
-        while let Some(Reverse(e)) = self.heap.peek() {
-            if e.t > end {
-                break;
-            }
-            let Some(Reverse(e)) = self.heap.pop() else {
-                break;
-            };
+        while let Some(e) = self.queue.pop_until(end) {
             self.now = e.t;
             self.stats.events += 1;
             self.dispatch(e);
@@ -845,8 +832,8 @@ impl Sim {
     /// limiters are engaged runs its RP timer) never go idle: use [`Sim::run_until`] and
     /// [`Sim::frames_in_flight`] for them.
     pub fn run_until_idle(&mut self, limit: Instant) -> bool {
-        while let Some(Reverse(e)) = self.heap.peek() {
-            if e.t > limit {
+        while let Some(t) = self.queue.peek_time() {
+            if t > limit {
                 return false;
             }
             let busy =
@@ -854,7 +841,7 @@ impl Sim {
             if !busy {
                 return true;
             }
-            let Some(Reverse(e)) = self.heap.pop() else {
+            let Some(e) = self.queue.pop_until(limit) else {
                 break;
             };
             self.now = e.t;
@@ -983,10 +970,7 @@ impl Sim {
 
     #[inline]
     fn push(&mut self, t: Instant, kind: Kind) -> u64 {
-        let seq = self.seq;
-        self.seq += 1;
-        self.heap.push(Reverse(Entry { t, seq, kind }));
-        seq
+        self.queue.push(t, kind)
     }
 
     fn dispatch(&mut self, e: Entry) {
@@ -1077,8 +1061,7 @@ impl Sim {
             nodes,
             dirs,
             pool,
-            heap,
-            seq,
+            queue,
             pcaps,
             stats,
             io_error,
@@ -1125,14 +1108,7 @@ impl Sim {
             buf.clear();
             buf.extend_from_slice(frame);
             if dir.inflight.is_empty() {
-                let s = *seq;
-                *seq += 1;
-                heap.push(Reverse(Entry {
-                    t: arrival,
-                    seq: s,
-                    kind: Kind::Deliver(d),
-                }));
-                dir.head_seq = s;
+                dir.head_seq = queue.push(arrival, Kind::Deliver(d));
             }
             dir.inflight.push_back((arrival, buf));
             true

@@ -69,6 +69,7 @@ pub mod cli;
 pub mod engine;
 pub mod host;
 pub mod node;
+mod queue;
 pub mod stats;
 pub mod tcp;
 pub mod topo;
