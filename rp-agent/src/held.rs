@@ -94,6 +94,46 @@ impl HeldFrames {
         self.queue.push_back((tag, buf));
         Offered::Held
     }
+
+    /// Like [`HeldFrames::offer`] for a producer that writes its frame in place: `make` fills
+    /// a buffer of `len` octets and returns the frame's length, or `None` when it has no frame
+    /// (then nothing is offered and `None` returned). Produced into a buffer the queue would
+    /// keep, a frame refused with backpressure is held without a copy. Call only when
+    /// [`HeldFrames::is_empty`] (new frames queue behind held ones: produce them after
+    /// [`HeldFrames::retry`] emptied the queue).
+    pub fn offer_from(
+        &mut self,
+        agent: &mut Agent,
+        now: Instant,
+        tag: u64,
+        len: usize,
+        make: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<Offered> {
+        let mut buf = self.spare.pop().unwrap_or_default();
+        // A recycled buffer of this length is reused as it is: `make` writes every octet
+        // it returns.
+        buf.resize(len, 0);
+        let Some(n) = make(&mut buf).map(|n| n.min(len)) else {
+            self.spare.push(buf);
+            return None;
+        };
+        let offered = if self.queue.is_empty() {
+            match agent.handle_host(now, &buf[..n]) {
+                Ok(()) => Offered::Accepted,
+                Err(HostError::Backpressure) => Offered::Held,
+                Err(e) => Offered::Refused(e),
+            }
+        } else {
+            Offered::Held
+        };
+        if offered == Offered::Held {
+            buf.truncate(n);
+            self.queue.push_back((tag, buf));
+        } else {
+            self.spare.push(buf);
+        }
+        Some(offered)
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Instant, Rate};
 use cp_switch::config::{LosslessMode, OutputFullPolicy, StaticEntry};
 use cp_switch::{BridgeConfig, PortId};
-use std::any::Any;
 use testbed::sim::engine::{Direction, SharedBuf};
 use testbed::sim::{LinkSpec, NodeId, Sim, SimBuilder, SimNode, TraceOptions};
 
@@ -90,18 +89,10 @@ impl SimNode for Injector {
     fn poll_timeout(&self) -> Option<Instant> {
         (self.left > 0).then(|| self.next.max(self.paused_until))
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 struct Dumbbell {
-    sim: Sim,
+    sim: Sim<Injector>,
     senders: Vec<NodeId>,
     rx: NodeId,
     sw: NodeId,
@@ -109,7 +100,7 @@ struct Dumbbell {
 
 /// `n` senders → sw → rx, 10 Gb/s links of 12.5 µs (RTT 50 µs), 1500-octet frames.
 fn dumbbell(n: usize, cfg: BridgeConfig, count: u64, gap: Option<Duration>, seed: u64) -> Dumbbell {
-    let mut b = SimBuilder::new(seed);
+    let mut b = SimBuilder::with_custom_nodes(seed);
     b.options(TraceOptions {
         trace_interval: Duration::from_micros(50),
         ..TraceOptions::default()
@@ -121,13 +112,11 @@ fn dumbbell(n: usize, cfg: BridgeConfig, count: u64, gap: Option<Duration>, seed
         port: "rx".into(),
     });
     let sw = b.switch("sw", cfg);
-    let rx = b.node("rx", |rng, _| {
-        Box::new(Injector::new(100, 0, 60, 0, None, rng)) as Box<dyn SimNode>
-    });
+    let rx = b.node("rx", |rng, _| Injector::new(100, 0, 60, 0, None, rng));
     let mut senders = Vec::new();
     for i in 0..n {
         let h = b.node(format!("h{i}"), move |rng, _| {
-            Box::new(Injector::new(i as u8 + 1, 100, 1500, count, gap, rng)) as Box<dyn SimNode>
+            Injector::new(i as u8 + 1, 100, 1500, count, gap, rng)
         });
         b.link(
             h,
@@ -152,12 +141,12 @@ fn dumbbell(n: usize, cfg: BridgeConfig, count: u64, gap: Option<Duration>, seed
 fn sent(d: &Dumbbell) -> u64 {
     d.senders
         .iter()
-        .map(|&h| d.sim.node::<Injector>(h).unwrap().sent)
+        .map(|&h| d.sim.custom(h).unwrap().sent)
         .sum()
 }
 
 fn received(d: &Dumbbell) -> u64 {
-    d.sim.node::<Injector>(d.rx).unwrap().received
+    d.sim.custom(d.rx).unwrap().received
 }
 
 fn bridge_drops(d: &Dumbbell) -> u64 {
@@ -220,7 +209,7 @@ fn lossless_dumbbell_never_drops() {
     let paused: u64 = d
         .senders
         .iter()
-        .map(|&h| d.sim.node::<Injector>(h).unwrap().pause_rx)
+        .map(|&h| d.sim.custom(h).unwrap().pause_rx)
         .sum();
     assert!(paused > 0, "the senders must have been paused");
 }

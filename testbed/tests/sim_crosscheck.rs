@@ -61,7 +61,6 @@ use cnm_proto::wire::{self, build_pause_frame, EtherType, EthernetAddress, MacCo
 use cnm_proto::{Bytes, Duration, Instant, Rate};
 use cp_switch::{BridgeConfig, Placement};
 use serde_json::Value;
-use std::any::Any;
 use testbed::netns::{can_run_network_tests, format_mac, Child, Lab, Namespace};
 use testbed::sim::{LinkSpec, SimBuilder, SimNode};
 
@@ -359,14 +358,6 @@ impl SimNode for ScriptedHost {
     fn poll_timeout(&self) -> Option<Instant> {
         self.script.front().map(|(t, _)| *t)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// Virtual time between steps: far longer than a step takes to reach the switch, so the
@@ -387,16 +378,14 @@ fn run_sim(steps: &[Step], seed: u64) -> Outcome {
         }
         t += step_gap(s.settle);
     }
-    let mut b = SimBuilder::new(seed);
+    let mut b = SimBuilder::with_custom_nodes(seed);
     // The switch must be node 0: the daemon's seed is derived for that position.
     let sw = b.switch("sw", bridge_config());
     let mut hosts = Vec::new();
     for (h, script) in per_host.into_iter().enumerate().skip(1) {
-        let id = b.node(format!("h{h}"), move |_rng, _| {
-            Box::new(ScriptedHost {
-                script,
-                got: Vec::new(),
-            }) as Box<dyn SimNode>
+        let id = b.node(format!("h{h}"), move |_rng, _| ScriptedHost {
+            script,
+            got: Vec::new(),
         });
         hosts.push(id);
     }
@@ -416,7 +405,7 @@ fn run_sim(steps: &[Step], seed: u64) -> Outcome {
     );
     let mut out = Outcome::default();
     for (i, &h) in hosts.iter().enumerate() {
-        for f in &sim.node::<ScriptedHost>(h).unwrap().got {
+        for f in &sim.custom(h).unwrap().got {
             out.record(i + 1, f);
         }
     }

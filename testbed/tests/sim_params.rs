@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used)]
 
 use cnm_proto::{Duration, Instant, Rate};
-use testbed::sim::host::HostNode;
 use testbed::sim::topo::Topology;
 
 /// Four greedy 10 Gb/s senders into one 10 Gb/s port (the FQCN paper's dumbbell, standard
@@ -107,10 +106,10 @@ fn a_reaction_point_event_reaches_the_host_agents() {
     let (mut sim, built) = t.build().unwrap();
     let host = |name: &str| built.hosts.iter().find(|h| h.0 == name).unwrap().1;
     sim.run_until(Instant::ZERO + Duration::from_millis(60));
-    let h1 = sim.node::<HostNode>(host("h1")).unwrap().agent().config();
+    let h1 = sim.host(host("h1")).unwrap().agent().config();
     assert_eq!(h1.rp_mode, rp_agent::RpMode::AdaptiveBc);
     assert_eq!(h1.rp.rpg_ai_rate, Rate::from_mbps(10));
-    let h0 = sim.node::<HostNode>(host("h0")).unwrap().agent().config();
+    let h0 = sim.host(host("h0")).unwrap().agent().config();
     assert_eq!(h0.rp_mode, rp_agent::RpMode::Qcn);
 }
 

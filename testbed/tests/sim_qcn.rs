@@ -6,7 +6,6 @@
 
 use cnm_proto::{Duration, Instant, Rate};
 use testbed::sim::engine::{Action, Direction, SharedBuf};
-use testbed::sim::host::HostNode;
 use testbed::sim::topo::{Built, Topology};
 use testbed::sim::{LinkId, NodeId, Sim};
 
@@ -98,7 +97,7 @@ fn steady_state(n: usize) {
         .built
         .hosts
         .iter()
-        .filter_map(|(_, id)| r.sim.node::<HostNode>(*id))
+        .filter_map(|(_, id)| r.sim.host(*id))
         .map(|h| h.agent().stats().cnm_rx)
         .sum();
     println!(
@@ -262,7 +261,7 @@ fn every_generated_frame_is_received_or_dropped() {
     let mut generated = 0;
     let mut queued_at_agents = 0;
     for (name, id) in &r.built.hosts {
-        let h = r.sim.node::<HostNode>(*id).unwrap();
+        let h = r.sim.host(*id).unwrap();
         if name.starts_with('h') {
             generated += h.agent().stats().host_rx_frames;
             queued_at_agents += h
@@ -276,7 +275,7 @@ fn every_generated_frame_is_received_or_dropped() {
     let r0 = r.sim.node_id("r0").unwrap();
     let received: u64 = r
         .sim
-        .node::<HostNode>(r0)
+        .host(r0)
         .unwrap()
         .sink()
         .flows()

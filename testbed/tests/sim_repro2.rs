@@ -29,7 +29,6 @@ use testbed::analysis::metrics::{
 };
 use testbed::analysis::model::Marker;
 use testbed::analysis::{Bottleneck, FlowSeries, LinkSpec, RunData, RunMeta};
-use testbed::sim::host::HostNode;
 use testbed::sim::topo::Topology;
 
 // ---------------------------------------------------------------------------------------------
@@ -482,7 +481,7 @@ fn incast(n: usize, mode: &str) -> IncastRun {
     let (mut sim, built) = topo.build().unwrap();
     let client = sim.node_id("c0").unwrap();
     let tcp = |sim: &testbed::sim::Sim| {
-        sim.node::<HostNode>(client)
+        sim.host(client)
             .unwrap()
             .tcp()
             .unwrap()
@@ -501,12 +500,7 @@ fn incast(n: usize, mode: &str) -> IncastRun {
     }
     let (done, goodput) = tcp(&sim);
     // Round durations (each from the previous round's end): the second half's goodput.
-    let summary = sim
-        .node::<HostNode>(client)
-        .unwrap()
-        .tcp()
-        .unwrap()
-        .summary(sim.now());
+    let summary = sim.host(client).unwrap().tcp().unwrap().summary(sim.now());
     let round_ns: Vec<u64> = summary["clients"][0]["round_ns"]
         .as_array()
         .unwrap()
@@ -519,7 +513,7 @@ fn incast(n: usize, mode: &str) -> IncastRun {
     let timeouts = built
         .hosts
         .iter()
-        .filter_map(|(_, id)| sim.node::<HostNode>(*id)?.tcp().map(|t| t.timeouts()))
+        .filter_map(|(_, id)| sim.host(*id)?.tcp().map(|t| t.timeouts()))
         .sum();
     let sw = sim.node_id("sw0").unwrap();
     let drops = sim

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use cnm_proto::{Duration, Instant};
-use testbed::sim::host::HostNode;
 use testbed::sim::topo::Topology;
 
 fn incast(n: usize, rounds: u32, cp: &str) -> String {
@@ -47,7 +46,7 @@ fn run(text: &str, ms: u64) -> (u64, f64, u64, u64) {
     let now = sim.now();
     let client = sim.node_id("client").unwrap();
     let (rounds, goodput) = sim
-        .node::<HostNode>(client)
+        .host(client)
         .unwrap()
         .tcp()
         .unwrap()
@@ -56,7 +55,7 @@ fn run(text: &str, ms: u64) -> (u64, f64, u64, u64) {
     let timeouts = built
         .hosts
         .iter()
-        .filter_map(|(_, id)| sim.node::<HostNode>(*id)?.tcp().map(|t| t.timeouts()))
+        .filter_map(|(_, id)| sim.host(*id)?.tcp().map(|t| t.timeouts()))
         .sum();
     let sw = sim.node_id("sw0").unwrap();
     let drops = sim

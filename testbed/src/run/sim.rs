@@ -124,7 +124,7 @@ impl SimWorld {
 
     fn host(&self, name: &str) -> Option<&HostNode> {
         let id = self.built.hosts.iter().find(|(n, _)| n == name)?.1;
-        self.sim.node::<HostNode>(id)
+        self.sim.host(id)
     }
 
     /// Drops and PAUSE frames at the bottleneck's switch (all its queues: the simulator

@@ -179,7 +179,7 @@ pub fn flow_reports(sim: &Sim, built: &Built, now: Instant) -> Vec<FlowReport> {
             .hosts
             .iter()
             .find(|(n, _)| n == name)
-            .and_then(|&(_, id)| sim.node::<HostNode>(id))
+            .and_then(|&(_, id)| sim.host(id))
     };
     built
         .flows

@@ -6,7 +6,7 @@
 //! buffer, the core's own `handle_*`, `poll_*` and `poll_timeout`.
 
 use super::host::HostNode;
-use super::node::SimNode;
+use super::node::{NoNode, SimNode};
 use super::queue::EventQueue;
 use super::stats::{QueueHistogram, QueueSummary};
 use cnm_proto::line::{self, LineClock, Overheads};
@@ -185,33 +185,15 @@ impl Write for SharedBuf {
     }
 }
 
-/// A node that does nothing (stands in for a node that could not be created).
-#[derive(Debug, Default)]
-pub struct DeadNode;
-
-impl SimNode for DeadNode {
-    fn handle_frame(&mut self, _now: Instant, _port: usize, _frame: &[u8]) {}
-    fn poll(&mut self, _now: Instant, _tx: &mut dyn FnMut(usize, &[u8]) -> bool) {}
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-}
-
-/// Builds a [`Sim`].
-pub struct SimBuilder {
+/// Builds a [`Sim`]; `X` is the kind of node beyond switches and hosts ([`NoNode`]: none).
+pub struct SimBuilder<X: SimNode = NoNode> {
     seed: u64,
-    nodes: Vec<(String, Pending)>,
+    nodes: Vec<(String, Pending<X>)>,
     links: Vec<(NodeId, NodeId, LinkSpec)>,
     opts: TraceOptions,
 }
 
-impl std::fmt::Debug for SimBuilder {
+impl<X: SimNode> std::fmt::Debug for SimBuilder<X> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimBuilder")
             .field("seed", &self.seed)
@@ -221,16 +203,26 @@ impl std::fmt::Debug for SimBuilder {
     }
 }
 
-type MakeNode = Box<dyn FnOnce(Rng, &[String]) -> Box<dyn SimNode>>;
+type MakeHost = Box<dyn FnOnce(Rng, &[String]) -> Result<HostNode, String>>;
+type MakeNode<X> = Box<dyn FnOnce(Rng, &[String]) -> X>;
 
-enum Pending {
+enum Pending<X> {
     Switch(Box<BridgeConfig>),
-    Node(MakeNode),
+    Host(MakeHost),
+    Custom(MakeNode<X>),
 }
 
 impl SimBuilder {
-    /// An empty topology whose randomness derives from `seed`.
+    /// An empty topology of switches and hosts whose randomness derives from `seed`.
     pub fn new(seed: u64) -> Self {
+        SimBuilder::with_custom_nodes(seed)
+    }
+}
+
+impl<X: SimNode> SimBuilder<X> {
+    /// An empty topology whose randomness derives from `seed`, which may also hold nodes of
+    /// kind `X` ([`SimBuilder::node`]).
+    pub fn with_custom_nodes(seed: u64) -> Self {
         SimBuilder {
             seed,
             nodes: Vec::new(),
@@ -254,15 +246,27 @@ impl SimBuilder {
         NodeId(self.nodes.len() - 1)
     }
 
-    /// Any other node, made at build time from its random generator and the names of its
+    /// A host, made at build time from its random generator and the names of its peers (one
+    /// per port, in link order). A host that cannot be made fails the build with the reason.
+    pub fn host(
+        &mut self,
+        name: impl Into<String>,
+        make: impl FnOnce(Rng, &[String]) -> Result<HostNode, String> + 'static,
+    ) -> NodeId {
+        self.nodes
+            .push((name.into(), Pending::Host(Box::new(make))));
+        NodeId(self.nodes.len() - 1)
+    }
+
+    /// A node of kind `X`, made at build time from its random generator and the names of its
     /// peers (one per port, in link order).
     pub fn node(
         &mut self,
         name: impl Into<String>,
-        make: impl FnOnce(Rng, &[String]) -> Box<dyn SimNode> + 'static,
+        make: impl FnOnce(Rng, &[String]) -> X + 'static,
     ) -> NodeId {
         self.nodes
-            .push((name.into(), Pending::Node(Box::new(make))));
+            .push((name.into(), Pending::Custom(Box::new(make))));
         NodeId(self.nodes.len() - 1)
     }
 
@@ -273,7 +277,7 @@ impl SimBuilder {
     }
 
     /// Creates the cores and schedules the periodic events.
-    pub fn build(self) -> Result<Sim, SimError> {
+    pub fn build(self) -> Result<Sim<X>, SimError> {
         let n = self.nodes.len();
         let mut port_names: Vec<Vec<String>> = vec![Vec::new(); n];
         let mut peers: Vec<Vec<String>> = vec![Vec::new(); n];
@@ -376,7 +380,11 @@ impl SimBuilder {
                         in_hist: (0..np).map(|_| QueueHistogram::new(inq * 8)).collect(),
                     }))
                 }
-                Pending::Node(make) => Body::Other(make(rng, &peers[i])),
+                Pending::Host(make) => Body::Host(Box::new(
+                    make(rng, &peers[i])
+                        .map_err(|e| SimError::Topology(format!("host {name}: {e}")))?,
+                )),
+                Pending::Custom(make) => Body::Custom(Box::new(make(rng, &peers[i]))),
             };
             nodes.push(NodeState {
                 name,
@@ -416,11 +424,11 @@ impl SimBuilder {
     }
 }
 
-/// A running simulation.
-pub struct Sim {
+/// A running simulation; `X` is the kind of node beyond switches and hosts ([`NoNode`]: none).
+pub struct Sim<X: SimNode = NoNode> {
     now: Instant,
     queue: EventQueue<Kind>,
-    nodes: Vec<NodeState>,
+    nodes: Vec<NodeState<X>>,
     dirs: Vec<Dir>,
     links: Vec<LinkMeta>,
     /// Recycled frame buffers.
@@ -434,7 +442,7 @@ pub struct Sim {
     io_error: Option<SimError>,
 }
 
-impl std::fmt::Debug for Sim {
+impl<X: SimNode> std::fmt::Debug for Sim<X> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sim")
             .field("now", &self.now)
@@ -504,9 +512,9 @@ enum Kind {
     Action(u32),
 }
 
-struct NodeState {
+struct NodeState<X> {
     name: String,
-    body: Body,
+    body: Body<X>,
     /// Outgoing link direction of each port.
     ports: Vec<u32>,
     /// Sequence number of the one valid pending wake-up (older ones are stale).
@@ -516,9 +524,11 @@ struct NodeState {
     spins: u32,
 }
 
-enum Body {
+/// What a node is.
+enum Body<X> {
     Switch(Box<SwitchState>),
-    Other(Box<dyn SimNode>),
+    Host(Box<HostNode>),
+    Custom(Box<X>),
 }
 
 struct SwitchState {
@@ -572,7 +582,7 @@ struct LinkMeta {
     b_port: String,
 }
 
-impl Sim {
+impl<X: SimNode> Sim<X> {
     /// The current virtual time.
     pub fn now(&self) -> Instant {
         self.now
@@ -619,23 +629,39 @@ impl Sim {
     pub fn bridge(&self, id: NodeId) -> Option<&Bridge> {
         match &self.nodes.get(id.0)?.body {
             Body::Switch(s) => Some(&s.bridge),
-            Body::Other(_) => None,
+            _ => None,
         }
     }
 
-    /// A non-switch node, downcast to its concrete type.
-    pub fn node<T: 'static>(&self, id: NodeId) -> Option<&T> {
+    /// A host node.
+    pub fn host(&self, id: NodeId) -> Option<&HostNode> {
         match &self.nodes.get(id.0)?.body {
-            Body::Other(n) => n.as_any().downcast_ref(),
-            Body::Switch(_) => None,
+            Body::Host(h) => Some(h),
+            _ => None,
         }
     }
 
-    /// A non-switch node, downcast to its concrete type (mutably).
-    pub fn node_mut<T: 'static>(&mut self, id: NodeId) -> Option<&mut T> {
+    /// A host node, mutably.
+    pub fn host_mut(&mut self, id: NodeId) -> Option<&mut HostNode> {
         match &mut self.nodes.get_mut(id.0)?.body {
-            Body::Other(n) => n.as_any_mut().downcast_mut(),
-            Body::Switch(_) => None,
+            Body::Host(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// A node of kind `X`.
+    pub fn custom(&self, id: NodeId) -> Option<&X> {
+        match &self.nodes.get(id.0)?.body {
+            Body::Custom(x) => Some(x),
+            _ => None,
+        }
+    }
+
+    /// A node of kind `X`, mutably.
+    pub fn custom_mut(&mut self, id: NodeId) -> Option<&mut X> {
+        match &mut self.nodes.get_mut(id.0)?.body {
+            Body::Custom(x) => Some(x),
+            _ => None,
         }
     }
 
@@ -763,16 +789,11 @@ impl Sim {
                 .apply_cp_patch(set)
                 .map(|c| json!(c))
                 .map_err(|e| e.to_string()),
-            (Body::Other(x), ParamPatch::Rp(set)) => {
-                match x.as_any_mut().downcast_mut::<HostNode>() {
-                    Some(h) => h
-                        .agent_mut()
-                        .apply_rp_patch(now, set)
-                        .map(|c| json!(c))
-                        .map_err(|e| e.to_string()),
-                    None => Err("not a host".into()),
-                }
-            }
+            (Body::Host(h), ParamPatch::Rp(set)) => h
+                .agent_mut()
+                .apply_rp_patch(now, set)
+                .map(|c| json!(c))
+                .map_err(|e| e.to_string()),
             _ => Err(if cp { "not a switch" } else { "not a host" }.into()),
         };
         let (change, error) = match outcome {
@@ -889,7 +910,7 @@ impl Sim {
                 s.out_hist.get(port.index())?.summary(),
                 s.in_hist.get(port.index())?.summary(),
             )),
-            Body::Other(_) => None,
+            _ => None,
         }
     }
 
@@ -945,7 +966,14 @@ impl Sim {
                         "buffers_allocated": st.buffers_allocated,
                     }));
                 }
-                Body::Other(x) => {
+                Body::Host(h) => {
+                    let mut v = h.summary(now);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("node".into(), json!(n.name));
+                    }
+                    others.push(v);
+                }
+                Body::Custom(x) => {
                     let mut v = x.summary(now);
                     if !v.is_null() {
                         if let Some(o) = v.as_object_mut() {
@@ -1047,7 +1075,8 @@ impl Sim {
         self.stats.deliveries += 1;
         match &mut self.nodes[to].body {
             Body::Switch(s) => s.bridge.handle_frame(now, PortId(port as u16), &buf),
-            Body::Other(x) => x.handle_frame(now, port, &buf),
+            Body::Host(h) => h.handle_frame(now, &buf),
+            Body::Custom(x) => x.handle_frame(now, port, &buf),
         }
         self.pool.push(buf);
         self.reschedule(to, None);
@@ -1117,7 +1146,8 @@ impl Sim {
             Body::Switch(s) => s
                 .bridge
                 .poll_transmit(now, &mut |pid, f| tx(pid.index(), f)),
-            Body::Other(x) => x.poll(now, &mut tx),
+            Body::Host(h) => h.poll(now, &mut |f| tx(0, f)),
+            Body::Custom(x) => x.poll(now, &mut tx),
         }
         let st = &mut nodes[n];
         if st.last_poll == now {
@@ -1136,7 +1166,8 @@ impl Sim {
         let st = &mut self.nodes[n];
         let t = match &st.body {
             Body::Switch(s) => s.bridge.poll_timeout(),
-            Body::Other(x) => x.poll_timeout(),
+            Body::Host(h) => h.poll_timeout(),
+            Body::Custom(x) => x.poll_timeout(),
         };
         let Some(mut t) = t else {
             return;
@@ -1212,7 +1243,19 @@ impl Sim {
                         }
                     }
                 }
-                Body::Other(x) => {
+                Body::Host(h) => {
+                    let tracing = trace.is_some();
+                    h.drain_events(&mut |mut v| {
+                        if tracing {
+                            if v.get("type").is_none() {
+                                v["type"] = json!("event");
+                            }
+                            v["node"] = json!(name);
+                            lines.push(v.to_string());
+                        }
+                    });
+                }
+                Body::Custom(x) => {
                     let tracing = trace.is_some();
                     x.drain_events(&mut |v| {
                         if tracing {

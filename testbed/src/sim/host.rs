@@ -6,23 +6,24 @@
 //! [`rp_agent::gen::sink::Sink`] for every generated frame that arrives, and optionally the
 //! simulator's TCP-like endpoints ([`super::tcp`]). Host frames enter the agent through
 //! [`Agent::handle_host`]; a `Backpressure` refusal keeps the frame in the application until
-//! the agent has room (a blocking socket write); uplink frames enter through
+//! the agent has room (a blocking socket write) — each application holds its refused frame in
+//! the agent's shared [`HeldFrames`], as the daemon's generator and TAP reader do; uplink frames
+//! enter through
 //! [`Agent::handle_uplink`], and frames the agent hands to the host ([`Agent::poll_host`]) go
 //! to the sink and the TCP endpoints.
 //!
 //! One poll, in order: frames for the host → applications; applications → `handle_host`;
 //! `poll_uplink` onto the link.
 
-use super::node::SimNode;
 use super::tcp::TcpHost;
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::Instant;
 use rp_agent::gen::sink::Sink;
 use rp_agent::gen::{Pattern, Source};
-use rp_agent::{Agent, AgentConfig, HostError};
+use rp_agent::held::{HeldFrames, Offered};
+use rp_agent::{Agent, AgentConfig};
 use serde_json::{json, Value};
-use std::any::Any;
 
 /// Most flows the host's sink tracks.
 const SINK_FLOWS: usize = 1024;
@@ -50,9 +51,11 @@ pub struct FlowSpec {
 struct App {
     spec: FlowSpec,
     src: Source,
-    /// A frame refused with backpressure: `buf[..held]` waits for room.
-    held: usize,
-    buf: Vec<u8>,
+    /// A frame refused with backpressure waits here for room (at most one: the application
+    /// stops producing while it holds one).
+    held: HeldFrames,
+    /// Octets of the buffer a frame is generated into.
+    buf_len: usize,
     refused: u64,
     /// Past its stop instant with nothing held: never due again.
     done: bool,
@@ -92,8 +95,8 @@ impl HostNode {
                     spec.frame_len,
                     spec.start,
                 ),
-                buf: vec![0; spec.frame_len.max(64)],
-                held: 0,
+                buf_len: spec.frame_len.max(64),
+                held: HeldFrames::new(),
                 refused: 0,
                 done: false,
                 spec,
@@ -146,31 +149,40 @@ impl HostNode {
         self.apps
             .iter()
             .filter(|a| a.spec.id == id)
-            .map(|a| a.src.sent() - u64::from(a.held > 0))
+            .map(|a| a.src.sent() - a.held.len() as u64)
             .sum()
     }
 
     fn run_apps(&mut self, now: Instant) {
+        let (agent, rng) = (&mut self.agent, &mut self.rng);
         for app in &mut self.apps {
             if now < app.spec.start {
                 continue;
             }
-            loop {
-                if app.held == 0 {
-                    if now >= app.spec.stop {
-                        app.done = true;
-                        break;
-                    }
-                    match app.src.next(now, &mut self.rng, &mut app.buf) {
-                        Some(n) => app.held = n,
-                        None => break,
-                    }
+            let refused = &mut app.refused;
+            let total = &mut self.refused;
+            app.held.retry(agent, now, &mut |_, _, r| {
+                if r.is_err() {
+                    *refused += 1;
+                    *total += 1;
                 }
-                match self.agent.handle_host(now, &app.buf[..app.held]) {
-                    Ok(()) => app.held = 0,
-                    Err(HostError::Backpressure) => break,
-                    Err(_) => {
-                        app.held = 0;
+            });
+            if !app.held.is_empty() {
+                continue;
+            }
+            loop {
+                if now >= app.spec.stop {
+                    app.done = true;
+                    break;
+                }
+                let src = &mut app.src;
+                let offered = app
+                    .held
+                    .offer_from(agent, now, 0, app.buf_len, |buf| src.next(now, rng, buf));
+                match offered {
+                    None | Some(Offered::Held) => break,
+                    Some(Offered::Accepted) => {}
+                    Some(Offered::Refused(_)) => {
                         app.refused += 1;
                         self.refused += 1;
                     }
@@ -183,12 +195,16 @@ impl HostNode {
     }
 }
 
-impl SimNode for HostNode {
-    fn handle_frame(&mut self, now: Instant, _port: usize, frame: &[u8]) {
+/// How the engine drives a host (the shape of [`super::SimNode`], one port).
+impl HostNode {
+    /// A frame fully arrived on the uplink at `now`.
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         self.agent.handle_uplink(now, frame);
     }
 
-    fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(usize, &[u8]) -> bool) {
+    /// Frames for the host to the applications, the applications' frames to the agent, and
+    /// every uplink frame due at `now` to `tx` (false: the link is busy, the frame stays).
+    pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8]) -> bool) {
         let sink = &mut self.sink;
         let tcp = &mut self.tcp;
         self.agent.poll_host(now, &mut |f| {
@@ -202,15 +218,16 @@ impl SimNode for HostNode {
             true
         });
         self.run_apps(now);
-        self.agent.poll_uplink(now, &mut |f| tx(0, f));
+        self.agent.poll_uplink(now, tx);
     }
 
-    fn poll_timeout(&self) -> Option<Instant> {
+    /// The next instant the host has work; `None` when idle until a frame arrives.
+    pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t = self.agent.poll_timeout();
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
         for app in &self.apps {
             // A held frame is retried whenever the agent's queue moves (its own timeout).
-            if app.held == 0 && !app.done {
+            if app.held.is_empty() && !app.done {
                 let due = app.src.next_due().max(app.spec.start);
                 if due < app.spec.stop {
                     earliest(due);
@@ -223,7 +240,8 @@ impl SimNode for HostNode {
         t
     }
 
-    fn drain_events(&mut self, f: &mut dyn FnMut(Value)) {
+    /// Trace records of the agent and the TCP endpoints since the last call.
+    pub fn drain_events(&mut self, f: &mut dyn FnMut(Value)) {
         self.agent.drain_events(&mut |e| {
             if let Ok(v) = serde_json::to_value(e) {
                 f(v);
@@ -234,7 +252,8 @@ impl SimNode for HostNode {
         }
     }
 
-    fn summary(&self, now: Instant) -> Value {
+    /// What the host reports in the run summary.
+    pub fn summary(&self, now: Instant) -> Value {
         let sent: Vec<Value> = self
             .apps
             .iter()
@@ -265,13 +284,5 @@ impl SimNode for HostNode {
             "received": received,
             "tcp": self.tcp.as_ref().map(|t| t.summary(now)),
         })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -1,16 +1,22 @@
-//! The node interface of the simulator.
+//! The nodes of the simulator: a plain enum of switches and hosts.
 //!
-//! A switch is a [`cp_switch::Bridge`] driven directly by the engine. Every other node (hosts
-//! running the reaction-point agent, test injectors) implements [`SimNode`], the sans-IO shape
-//! of the project's cores: frames in with a timestamp, frames out when polled, and the next
-//! instant the node has work.
+//! A switch is a [`cp_switch::Bridge`] and a host a [`super::host::HostNode`] (the
+//! [`rp_agent::Agent`] with its applications); the engine drives both directly, with no dynamic
+//! dispatch and no downcasts: [`super::Sim::bridge`] and [`super::Sim::host`] hand them out by
+//! type.
+//!
+//! Tests sometimes need a node that is neither (a frame injector, a scripted station). The
+//! engine is generic over one such kind `X`, which implements [`SimNode`], the sans-IO shape of
+//! the project's cores: frames in with a timestamp, frames out when polled, and the next
+//! instant the node has work. Such nodes are handed out typed too ([`super::Sim::custom`]).
+//! Production runs use [`NoNode`], a kind with no values, so that branch of the engine does not
+//! exist in them.
 
 use cnm_proto::Instant;
 use serde_json::Value;
-use std::any::Any;
 
-/// A simulated node other than a switch. Ports are numbered in the order the node's links
-/// were declared.
+/// A simulated node other than a switch or a host (test injectors). Ports are numbered in the
+/// order the node's links were declared.
 pub trait SimNode: std::fmt::Debug {
     /// A frame fully arrived on `port` at `now`.
     fn handle_frame(&mut self, now: Instant, port: usize, frame: &[u8]);
@@ -32,10 +38,20 @@ pub trait SimNode: std::fmt::Debug {
     fn summary(&self, _now: Instant) -> Value {
         Value::Null
     }
+}
 
-    /// For inspection by tests (downcast to the concrete type).
-    fn as_any(&self) -> &dyn Any;
+/// The kind of extra node of a simulation that has none: switches and hosts only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoNode {}
 
-    /// For inspection by tests (downcast to the concrete type).
-    fn as_any_mut(&mut self) -> &mut dyn Any;
+impl SimNode for NoNode {
+    fn handle_frame(&mut self, _now: Instant, _port: usize, _frame: &[u8]) {
+        match *self {}
+    }
+    fn poll(&mut self, _now: Instant, _tx: &mut dyn FnMut(usize, &[u8]) -> bool) {
+        match *self {}
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match *self {}
+    }
 }

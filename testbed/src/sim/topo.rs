@@ -1045,19 +1045,12 @@ impl Topology {
             }
             let flows = flows_by_host.remove(name).unwrap_or_default();
             let tcp = tcp_by_host.remove(name);
-            let id = b.node(name.clone(), move |rng, _| {
-                // Validated above, so `new` cannot fail; fall back to defaults regardless.
-                let host = HostNode::new(cfg, mac, rng.clone(), flows.clone())
-                    .or_else(|_| HostNode::new(AgentConfig::default(), mac, rng, flows));
-                match host {
-                    Ok(mut h) => {
-                        if let Some(t) = tcp {
-                            h = h.with_tcp(t);
-                        }
-                        Box::new(h)
-                    }
-                    Err(_) => Box::new(super::engine::DeadNode),
-                }
+            let id = b.host(name.clone(), move |rng, _| {
+                let host = HostNode::new(cfg, mac, rng, flows).map_err(|e| e.to_string())?;
+                Ok(match tcp {
+                    Some(t) => host.with_tcp(t),
+                    None => host,
+                })
             });
             built.hosts.push((name.clone(), id));
         }
@@ -1170,7 +1163,7 @@ mod tests {
         let (mut sim, built) = t.build().unwrap();
         assert_eq!(built.hosts.len(), 2);
         sim.run_until(Instant::ZERO + t.duration);
-        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        let b = sim.host(built.hosts[1].1).unwrap();
         let (_, c) = b.sink().flows().next().unwrap();
         // 1 Gb/s of 1500-octet frames for 1 ms: about 83 frames.
         assert!((75..=84).contains(&c.frames), "{}", c.frames);
@@ -1232,13 +1225,13 @@ mod tests {
         let t = Topology::parse(&text, "t.toml").unwrap();
         let (mut sim, built) = t.build().unwrap();
         sim.run_until(Instant::ZERO + t.duration);
-        let b = sim.node::<HostNode>(built.hosts[1].1).unwrap();
+        let b = sim.host(built.hosts[1].1).unwrap();
         // The bulk receiver took in-order data: slow start from 10 segments reaches most of
         // the 10 Gb/s line within 5 ms (at least 1 Gb/s on average here).
         let got = b.tcp().unwrap().received(super::super::tcp::bulk_conn(0));
         assert!(got > 625_000, "{got}");
         // The UDP flow is a 1 Gb/s CBR generator into a's sink.
-        let a = sim.node::<HostNode>(built.hosts[0].1).unwrap();
+        let a = sim.host(built.hosts[0].1).unwrap();
         let (_, c) = a.sink().flows().next().unwrap();
         assert!((380..=420).contains(&c.frames), "{}", c.frames);
     }
@@ -1364,7 +1357,7 @@ mod tests {
             sim.bridge(sw).unwrap().cp_config().cp_queue_set_point.get(),
             20_000
         );
-        let h = sim.node::<HostNode>(a).unwrap();
+        let h = sim.host(a).unwrap();
         assert_eq!(h.agent().config().rp.rpg_ai_rate, Rate::from_mbps(7));
         sim.finish().unwrap();
         let text = String::from_utf8(trace.contents()).unwrap();

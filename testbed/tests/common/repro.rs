@@ -8,7 +8,6 @@ use rp_agent::gen::sink::FlowCounters;
 use std::path::{Path, PathBuf};
 use testbed::analysis::RunData;
 use testbed::report::{write_run, ReportOptions};
-use testbed::sim::host::HostNode;
 use testbed::sim::topo::Built;
 use testbed::sim::{NodeId, Sim};
 
@@ -138,7 +137,7 @@ pub fn source_macs(sim: &Sim, built: &Built) -> Vec<EthernetAddress> {
         .iter()
         .map(|f| {
             let id = built.hosts.iter().find(|(n, _)| *n == f.2).unwrap().1;
-            sim.node::<HostNode>(id).unwrap().mac()
+            sim.host(id).unwrap().mac()
         })
         .collect()
 }
@@ -192,7 +191,7 @@ pub fn per_flow<T>(
         .map(|((_, id, _, dst, _, _), mac)| {
             let d = built.hosts.iter().find(|(n, _)| n == dst).unwrap().1;
             f(sim
-                .node::<HostNode>(d)
+                .host(d)
                 .unwrap()
                 .sink()
                 .flows()
