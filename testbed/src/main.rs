@@ -4,6 +4,7 @@
 //! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
 //! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--json]
+//! testbed bench sim [--duration 1s] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
 //! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
@@ -256,6 +257,18 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
+    /// Simulator speed: the 10 Gb/s dumbbell and parking lot in virtual time.
+    Sim {
+        /// Virtual time per round.
+        #[arg(long, default_value = "1s")]
+        duration: Duration,
+        /// Rounds per topology (interleaved; medians reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -487,6 +500,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 iperf3,
             };
             let report = testbed::bench::app::run(&cfg)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.table());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Bench(Bench::Sim {
+            duration,
+            rounds,
+            json,
+        }) => {
+            let cfg = testbed::bench::sim::Config { duration, rounds };
+            let report = testbed::bench::sim::run(&cfg)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -8,6 +8,9 @@
 //!   100 ms windows at 1 Gb/s.
 //! * [`app`] — `testbed bench app`: iperf3 TCP through the agents and cp-switch against the
 //!   Linux bridge, side by side, and through a shaped 1 Gb/s bottleneck with QCN active.
+//! * [`sim`] — `testbed bench sim`: speed of the simulator on the 10 Gb/s dumbbell and
+//!   parking lot (simulated seconds per wall second, CPU per simulated second, events and
+//!   deliveries per second, peak memory).
 
 pub mod app;
 pub mod blast;
@@ -15,6 +18,7 @@ pub mod forwarding;
 pub mod frame;
 pub mod qcn;
 pub mod report;
+pub mod sim;
 
 pub use report::{Measurement, Outcome, PathKind, Report, Row};
 

@@ -1,0 +1,288 @@
+//! `testbed bench sim`: how fast the simulator runs the papers' 10 Gb/s topologies.
+//!
+//! Two cases, each run `rounds` times for `duration` of virtual time in this process:
+//! * **dumbbell4** — `scenarios/sim/dumbbell4.toml`: 4 greedy hosts into one 10 Gb/s port,
+//!   standard QCN, 1500-octet frames (the FQCN paper's dumbbell);
+//! * **parking lot** — the built-in `repro-fqcn-parking-lot`: three switches, six flows
+//!   started 100 ms apart across one to three 10 Gb/s hops.
+//!
+//! Each case writes its trace as `testbed sim` does, into a sink (the records are formatted,
+//! not stored), so the figures include the trace's cost but no disk. Per round: simulated
+//! seconds per wall second, CPU seconds per simulated second (this thread's CPU time, from
+//! `/proc/thread-self/schedstat`), events and frame deliveries per wall second, and the peak
+//! resident memory of the process (`VmHWM`, reset before each round through `clear_refs` where
+//! the kernel allows it). The report gives each figure's median over the rounds.
+//!
+//! These are measurements, never assertions: the figures depend on the machine and its load.
+
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use cnm_proto::{Duration, Instant};
+use serde::Serialize;
+
+use crate::sim::topo::Topology;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Virtual time per round.
+    pub duration: Duration,
+    /// Rounds per case (medians are reported).
+    pub rounds: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            duration: Duration::from_secs(1),
+            rounds: 3,
+        }
+    }
+}
+
+/// The medians of one case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimRow {
+    /// Which topology.
+    pub case: String,
+    /// Virtual time per round, seconds.
+    pub simulated_s: f64,
+    /// Rounds run.
+    pub rounds: usize,
+    /// Wall-clock time of a round, seconds.
+    pub wall_s: f64,
+    /// Simulated seconds per wall second (above 1: faster than real time).
+    pub sim_per_wall: f64,
+    /// CPU seconds per simulated second.
+    pub cpu_per_sim_s: f64,
+    /// Engine events per wall second.
+    pub events_per_s: f64,
+    /// Frame deliveries (a frame reaching a node) per wall second.
+    pub deliveries_per_s: f64,
+    /// Engine events of a round.
+    pub events: u64,
+    /// Frame deliveries of a round.
+    pub deliveries: u64,
+    /// Peak resident memory, KiB (the process's peak when the kernel does not let it be
+    /// reset between rounds).
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// `testbed bench sim`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SimReport {
+    /// One row per case.
+    pub rows: Vec<SimRow>,
+}
+
+impl SimReport {
+    /// The report as a text table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<12} {:>8} {:>8} {:>10} {:>12} {:>12} {:>14} {:>10}",
+            "case",
+            "sim s",
+            "wall s",
+            "sim/wall",
+            "cpu s/sim s",
+            "events/s",
+            "deliveries/s",
+            "peak RSS"
+        );
+        for r in &self.rows {
+            let rss = r.peak_rss_kib.map_or_else(
+                || "-".to_string(),
+                |k| format!("{:.1} MiB", k as f64 / 1024.0),
+            );
+            let _ = writeln!(
+                s,
+                "{:<12} {:>8.3} {:>8.3} {:>10.3} {:>12.3} {:>12.0} {:>14.0} {:>10}",
+                r.case,
+                r.simulated_s,
+                r.wall_s,
+                r.sim_per_wall,
+                r.cpu_per_sim_s,
+                r.events_per_s,
+                r.deliveries_per_s,
+                rss
+            );
+        }
+        let _ = writeln!(
+            s,
+            "(medians over {} round(s) each)",
+            self.rows.first().map_or(0, |r| r.rounds)
+        );
+        s
+    }
+}
+
+/// The two topologies.
+fn cases() -> anyhow::Result<Vec<(&'static str, Topology)>> {
+    let d4 = Topology::parse(
+        include_str!("../../scenarios/sim/dumbbell4.toml"),
+        "scenarios/sim/dumbbell4.toml",
+    )?;
+    let pl = crate::scenario::load("repro-fqcn-parking-lot", &[])
+        .context("the built-in parking lot")?
+        .topo;
+    Ok(vec![("dumbbell4", d4), ("parking-lot", pl)])
+}
+
+/// One round's figures.
+struct Round {
+    wall_s: f64,
+    cpu_s: Option<f64>,
+    events: u64,
+    deliveries: u64,
+    peak_rss_kib: Option<u64>,
+}
+
+fn one_round(topo: &Topology, duration: Duration) -> anyhow::Result<Round> {
+    let mut topo = topo.clone();
+    topo.duration = duration;
+    topo.output.trace = None;
+    topo.output.summary = None;
+    topo.output.pcap.clear();
+    reset_peak_rss();
+    let (mut sim, _built) = topo.build()?;
+    sim.trace_to(Box::new(std::io::sink()));
+    let cpu0 = thread_cpu_s();
+    let wall = std::time::Instant::now();
+    sim.run_until(Instant::ZERO + duration);
+    let wall_s = wall.elapsed().as_secs_f64();
+    let cpu_s = thread_cpu_s().zip(cpu0).map(|(b, a)| b - a);
+    sim.finish()?;
+    let st = sim.stats();
+    Ok(Round {
+        wall_s,
+        cpu_s,
+        events: st.events,
+        deliveries: st.deliveries,
+        peak_rss_kib: peak_rss_kib(),
+    })
+}
+
+/// Runs every case `cfg.rounds` times, the cases interleaved within a round.
+pub fn run(cfg: &Config) -> anyhow::Result<SimReport> {
+    if cfg.duration == Duration::ZERO {
+        anyhow::bail!("--duration must be above zero");
+    }
+    let rounds = cfg.rounds.max(1);
+    let cases = cases()?;
+    let mut got: Vec<Vec<Round>> = cases.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for ((_, topo), out) in cases.iter().zip(got.iter_mut()) {
+            out.push(one_round(topo, cfg.duration)?);
+        }
+    }
+    let sim_s = cfg.duration.as_secs_f64();
+    let rows = cases
+        .iter()
+        .zip(got)
+        .map(|((name, _), rs)| {
+            let med = |f: &dyn Fn(&Round) -> f64| median(rs.iter().map(f).collect());
+            SimRow {
+                case: (*name).to_string(),
+                simulated_s: sim_s,
+                rounds,
+                wall_s: med(&|r| r.wall_s),
+                sim_per_wall: med(&|r| sim_s / r.wall_s.max(1e-9)),
+                // Without a thread clock, wall time stands in (an upper bound).
+                cpu_per_sim_s: med(&|r| r.cpu_s.unwrap_or(r.wall_s) / sim_s),
+                events_per_s: med(&|r| r.events as f64 / r.wall_s.max(1e-9)),
+                deliveries_per_s: med(&|r| r.deliveries as f64 / r.wall_s.max(1e-9)),
+                events: med(&|r| r.events as f64) as u64,
+                deliveries: med(&|r| r.deliveries as f64) as u64,
+                peak_rss_kib: rs
+                    .iter()
+                    .map(|r| r.peak_rss_kib)
+                    .collect::<Option<Vec<u64>>>()
+                    .map(|v| median(v.iter().map(|&k| k as f64).collect()) as u64),
+            }
+        })
+        .collect();
+    Ok(SimReport { rows })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// CPU time of the calling thread, seconds (`/proc/thread-self/schedstat`: nanoseconds on a
+/// CPU, then wait time, then slices).
+fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
+/// Resets the process's peak resident set size to its current size (Linux 4.0+; a failure
+/// leaves the peak as it is, which the report then shows for what it is).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident set size, KiB (`VmHWM` of `/proc/self/status`).
+fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_cases_run_and_report_what_they_did() {
+        let cfg = Config {
+            duration: Duration::from_micros(500),
+            rounds: 1,
+        };
+        let r = run(&cfg).unwrap();
+        let names: Vec<&str> = r.rows.iter().map(|r| r.case.as_str()).collect();
+        assert_eq!(names, ["dumbbell4", "parking-lot"]);
+        // The dumbbell's hosts send from the start: frames cross the network within 500 µs
+        // (one-way 25 µs plus serialisation).
+        let d4 = &r.rows[0];
+        assert!(d4.deliveries > 0 && d4.events >= d4.deliveries, "{d4:?}");
+        assert!(d4.sim_per_wall > 0.0 && d4.events_per_s > 0.0);
+        assert_eq!(d4.rounds, 1);
+        assert!((d4.simulated_s - 0.0005).abs() < 1e-12);
+        let text = r.table();
+        assert!(
+            text.contains("dumbbell4") && text.contains("parking-lot"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["rows"][1]["case"], "parking-lot");
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(Vec::new()), 0.0);
+    }
+
+    #[test]
+    fn a_zero_duration_is_refused() {
+        let cfg = Config {
+            duration: Duration::ZERO,
+            rounds: 1,
+        };
+        assert!(run(&cfg).is_err());
+    }
+}
