@@ -96,6 +96,10 @@ pub struct Agent {
     /// (a full table's idle flow is replaced in place), so this list only grows.
     live: Vec<usize>,
     index: HashMap<ClassKey, usize>,
+    /// The slot of the last host frame's flow: a host sends runs of frames of one flow, and
+    /// comparing keys costs less than hashing one (checked against the slot's key, so a
+    /// replaced flow is never mistaken for it).
+    last_flow: usize,
     /// Backlogged flows in round-robin order.
     ring: VecDeque<usize>,
     backlog_frames: usize,
@@ -123,6 +127,7 @@ impl Agent {
             index: HashMap::with_capacity(cfg.max_flows),
             ring: VecDeque::with_capacity(cfg.max_flows),
             live: Vec::with_capacity(cfg.max_flows),
+            last_flow: 0,
             flows,
             backlog_frames: 0,
             pause: PauseState::default(),
@@ -230,16 +235,26 @@ impl Agent {
             self.stats.host_malformed += 1;
             return Err(HostError::Malformed);
         };
-        let idx = match self.index.get(&key) {
-            Some(&i) => i,
-            None => match self.new_flow(now, key) {
-                Some(i) => i,
-                None => {
-                    self.stats.host_flow_table_full += 1;
-                    return Err(HostError::FlowTableFull);
-                }
-            },
+        let same = self
+            .flows
+            .get(self.last_flow)
+            .and_then(Option::as_ref)
+            .is_some_and(|f| f.key == key);
+        let idx = if same {
+            self.last_flow
+        } else {
+            match self.index.get(&key) {
+                Some(&i) => i,
+                None => match self.new_flow(now, key) {
+                    Some(i) => i,
+                    None => {
+                        self.stats.host_flow_table_full += 1;
+                        return Err(HostError::FlowTableFull);
+                    }
+                },
+            }
         };
+        self.last_flow = idx;
         let limit = self.cfg.queue_limit.get();
         let Some(f) = self.flows[idx].as_mut() else {
             // `index` only names occupied slots.

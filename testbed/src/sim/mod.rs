@@ -9,10 +9,15 @@
 //! cores, and the cores contain no simulator-only branch.
 //!
 //! # Model
-//! * **Clock and events.** Virtual time is a [`cnm_proto::Instant`] starting at 0. Events sit
-//!   in one binary heap ordered by `(time, insertion sequence)`: ties break in the order the
-//!   events were scheduled, so a run is a pure function of its topology and seed.
-//! * **Nodes** are driven exactly like the daemons drive their cores: a frame that reaches a
+//! * **Clock and events.** Virtual time is a [`cnm_proto::Instant`] starting at 0. Events are
+//!   ordered by `(time, insertion sequence)`: ties break in the order the events were
+//!   scheduled, so a run is a pure function of its topology and seed. Future events sit in a
+//!   binary heap; events scheduled for the instant being processed (a host polled for the
+//!   frame that just reached it) go to a FIFO beside it, which gives the same order at less
+//!   cost (`queue`, with the argument).
+//! * **Nodes** are a plain enum: switches ([`cp_switch::Bridge`]) and hosts
+//!   ([`host::HostNode`]), plus, for tests, one typed kind of their own ([`node`]); no dynamic
+//!   dispatch, no downcasts. They are driven exactly like the daemons drive their cores: a frame that reaches a
 //!   node is handed to its `handle_*` at the arrival instant; the node is polled (`poll_*`) at
 //!   the instant its `poll_timeout()` names, and right after any input that makes it due. A
 //!   node reporting "due now" again and again at the same instant without making progress is
@@ -51,18 +56,21 @@
 //!   ([`tcp`]) whose segments enter the agent like any host frame.
 //!
 //! # Speed and memory
-//! Measured on the 2-core development machine (shared with other builds), release build, the
-//! 4-flow QCN dumbbell of `scenarios/sim/dumbbell4.toml` (10 Gb/s, 1500-octet frames, no
-//! trace): 1 s of virtual time in about 2.1-2.3 s of wall time, 0.78 M frame deliveries and
-//! 0.39 M bottleneck frames per wall-clock second, 4.2 M events; resident memory 7.8 MB after
-//! 1 s as after 100 ms (buffers are recycled: every queue is bounded by configuration, the
-//! links by rate × delay). `cargo run --release -p testbed --example sim_bench` prints these.
-//! Profile (perf): the agent's `poll_uplink` (22 %) and `poll_timeout` (10 %, a scan of its
-//! flow table), frame copies (15 %), the event heap (9 %), the engine's dispatch (4 %).
+//! `testbed bench sim` measures the 4-flow QCN dumbbell of `scenarios/sim/dumbbell4.toml`
+//! (10 Gb/s, 1500-octet frames) and the 10 Gb/s parking lot: simulated seconds per wall
+//! second, CPU per simulated second, events and frame deliveries per second, peak memory.
+//! About 4.2 M events and 1.6 M frame deliveries per simulated second on the dumbbell.
+//! Memory stays flat over virtual time (buffers are recycled: every queue is bounded by
+//! configuration, the links by rate × delay). Where the time goes (perf, release build): the
+//! frame copies every hop makes (the cores take and hand out borrowed frames, so a frame is
+//! copied into the agent's flow queue, tagged into its transmit buffer, onto the link, into
+//! the bridge's queue, onto the next link and into the receiving agent's host queue), the
+//! bridge's transmit and deadline scans, the event heap, and the agent's classification.
+//! The agent's per-poll work visits its occupied flow slots only, not its whole table.
 //!
 //! # Modules
-//! [`engine`] (clock, events, links, nodes), [`node`] (the node interface), [`host`] (agent
-//! hosts), [`tcp`] (TCP-like transport for incast), [`stats`] (queue histograms,
+//! [`engine`] (clock, links, nodes), `queue` (the event queue), [`node`] (the node kinds),
+//! [`host`] (agent hosts), [`tcp`] (TCP-like transport for incast), [`stats`] (queue histograms,
 //! utilisation), [`topo`] (TOML topology files), [`cli`] (`testbed sim TOPOLOGY.toml`).
 
 pub mod cli;
@@ -75,4 +83,4 @@ pub mod tcp;
 pub mod topo;
 
 pub use engine::{LinkId, LinkSpec, NodeId, Sim, SimBuilder, SimError, SimStats, TraceOptions};
-pub use node::SimNode;
+pub use node::{NoNode, SimNode};

@@ -20,8 +20,9 @@ use cnm_proto::Instant;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-/// One scheduled event.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// One scheduled event, ordered by `(t, seq)` (sequence numbers are unique: the kind never
+/// decides).
+#[derive(Debug)]
 pub(crate) struct Entry<K> {
     /// When it is due.
     pub t: Instant,
@@ -29,6 +30,26 @@ pub(crate) struct Entry<K> {
     pub seq: u64,
     /// What happens.
     pub kind: K,
+}
+
+impl<K> PartialEq for Entry<K> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.t, self.seq) == (other.t, other.seq)
+    }
+}
+
+impl<K> Eq for Entry<K> {}
+
+impl<K> PartialOrd for Entry<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K> Ord for Entry<K> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(other.t, other.seq))
+    }
 }
 
 /// Events in `(time, sequence)` order.
@@ -44,7 +65,7 @@ pub(crate) struct EventQueue<K> {
     seq: u64,
 }
 
-impl<K: Ord> EventQueue<K> {
+impl<K> EventQueue<K> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
         EventQueue {
