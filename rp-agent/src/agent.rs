@@ -1380,4 +1380,36 @@ mod tests {
             Err(HostError::TooLong)
         );
     }
+
+    #[test]
+    fn a_replaced_flow_slot_is_not_taken_for_its_old_flow() {
+        let c = AgentConfig {
+            max_flows: 2,
+            flow_idle_timeout: Duration::from_secs(1),
+            ..cfg(Rate::from_gbps(1))
+        };
+        let mut a = Agent::new(c, Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1);
+        a.handle_host(t, &frame(PEER, 100)).unwrap();
+        a.handle_host(t, &frame(PEER2, 100)).unwrap();
+        send_all(&mut a, t);
+        // 2 s later PEER's flow is idle with nothing queued: its slot goes to a third
+        // destination, right after a frame of PEER2 (the last flow a frame came for).
+        let third = EthernetAddress([2, 0, 0, 0, 0, 9]);
+        let later = t + Duration::from_secs(2);
+        a.handle_host(later, &frame(PEER2, 100)).unwrap();
+        a.handle_host(later, &frame(third, 100)).unwrap();
+        let dsts: Vec<String> = a.flows().into_iter().map(|f| f.dst).collect();
+        assert_eq!(dsts, [third.to_string(), PEER2.to_string()]);
+        // PEER's frames are a new flow again, not the third one's slot: the table is full
+        // of flows that are not idle.
+        assert_eq!(
+            a.handle_host(later, &frame(PEER, 100)),
+            Err(HostError::FlowTableFull)
+        );
+        // The third flow holds its frame; PEER2 both of its own (the line took only PEER's
+        // frame at `t`).
+        let queued: Vec<u64> = a.flows().into_iter().map(|f| f.queued_frames).collect();
+        assert_eq!(queued, [1, 2]);
+    }
 }

@@ -206,4 +206,51 @@ mod tests {
         assert_eq!(left, vec![(3, 4000, Ok(())), (4, 100, Ok(()))]);
         assert!(held.may_offer(&agent));
     }
+
+    #[test]
+    fn a_frame_made_in_place_is_held_as_made_and_its_buffer_reused() {
+        let cfg = AgentConfig {
+            line_rate: Rate::from_mbps(10),
+            queue_limit: Bytes::new(10_000),
+            wire_overhead: false,
+            ..AgentConfig::default()
+        };
+        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        let now = Instant::from_nanos(1_000);
+        let mut held = HeldFrames::new();
+        let make = |tag: u8, n: usize| {
+            move |buf: &mut [u8]| {
+                buf[..n].copy_from_slice(&frame(n, tag));
+                Some(n)
+            }
+        };
+        // Nothing to produce: nothing offered, nothing held.
+        assert_eq!(held.offer_from(&mut agent, now, 0, 4000, |_| None), None);
+        assert!(held.is_empty());
+        for tag in 1..=2 {
+            let r = held.offer_from(&mut agent, now, u64::from(tag), 4000, make(tag, 4000));
+            assert_eq!(r, Some(Offered::Accepted));
+        }
+        // The third does not fit: held with exactly the octets produced (3000 of a 4000-octet
+        // buffer).
+        let r = held.offer_from(&mut agent, now, 3, 4000, make(3, 3000));
+        assert_eq!(r, Some(Offered::Held));
+        assert_eq!(held.len(), 1);
+        // Too short to classify: refused at once, not held.
+        let mut fresh = Agent::new(AgentConfig::default(), Rng::new(1)).unwrap();
+        let mut none_held = HeldFrames::new();
+        let r = none_held.offer_from(&mut fresh, now, 9, 64, |_| Some(1));
+        assert_eq!(r, Some(Offered::Refused(HostError::Malformed)));
+        assert!(none_held.is_empty());
+        let mut sent = Vec::new();
+        agent.poll_uplink(now, &mut |f| {
+            sent.push(f.len());
+            true
+        });
+        assert_eq!(sent.len(), 1);
+        let mut left = Vec::new();
+        held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
+        assert_eq!(left, vec![(3, 3000, Ok(()))]);
+        assert!(held.is_empty());
+    }
 }
