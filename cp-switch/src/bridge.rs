@@ -822,6 +822,20 @@ impl Bridge {
         }
     }
 
+    /// Reports that `port`'s interface refused for good a frame of `len` octets that
+    /// [`Bridge::poll_transmit`] handed out and `tx` accepted (an I/O error that is not the
+    /// link going away, such as a frame longer than the interface's MTU): it is taken back
+    /// out of the port's transmit counters and counted as a [`DropReason::TxRefused`] drop, so
+    /// `tx_frames` holds only frames the interface took.
+    pub fn tx_refused(&mut self, now: Instant, port: PortId, len: usize) {
+        let Some(pt) = self.ports.get_mut(port.index()) else {
+            return;
+        };
+        pt.counters.tx_frames = pt.counters.tx_frames.saturating_sub(1);
+        pt.counters.tx_bytes = pt.counters.tx_bytes.saturating_sub(len as u64);
+        self.drop_frame(now, port, None, DropReason::TxRefused);
+    }
+
     /// Removes FDB entries older than the ageing time (also done once a second inside
     /// `poll_transmit`; lookups never use expired entries).
     pub fn age_fdb(&mut self, now: Instant) {

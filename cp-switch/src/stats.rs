@@ -47,6 +47,10 @@ pub enum DropReason {
     /// Queued for, or arriving for, an output priority the PFC storm watchdog has shut while
     /// its peer keeps it paused ([`crate::pause::PauseRx`]).
     PauseStorm,
+    /// The egress port refused the frame for good (longer than the interface's MTU, or another
+    /// send error that is not the link going away): reported by the port's owner through
+    /// [`crate::Bridge::tx_refused`], and not counted as transmitted.
+    TxRefused,
 }
 
 /// Drops by reason.
@@ -72,6 +76,8 @@ pub struct DropCounters {
     pub reserved_group: u64,
     /// [`DropReason::PauseStorm`].
     pub pause_storm: u64,
+    /// [`DropReason::TxRefused`].
+    pub tx_refused: u64,
 }
 
 impl DropCounters {
@@ -89,6 +95,7 @@ impl DropCounters {
             DropReason::ControlFull => &mut self.control_full,
             DropReason::ReservedGroup => &mut self.reserved_group,
             DropReason::PauseStorm => &mut self.pause_storm,
+            DropReason::TxRefused => &mut self.tx_refused,
         };
         *c += 1;
     }
@@ -104,6 +111,7 @@ impl DropCounters {
             + self.control_full
             + self.reserved_group
             + self.pause_storm
+            + self.tx_refused
     }
 }
 

@@ -579,3 +579,76 @@ fn a_flapping_port_does_not_cost_an_unrelated_flow() {
     );
     assert!(st["ports"].as_array().unwrap().len() == 3, "{st}");
 }
+
+/// A frame longer than the egress interface's MTU is refused by the kernel: the switch counts
+/// it as a `tx_refused` drop (and `io.tx_oversize`), never as transmitted, and frames that fit
+/// keep flowing.
+#[test]
+fn frames_over_the_egress_mtu_are_drops_not_transmissions() {
+    let test = "frames_over_the_egress_mtu_are_drops_not_transmissions";
+    if !can_run_network_tests(test) {
+        return;
+    }
+    let mut net = Net::new("mtu");
+    // h2's side of the link carries at most 1000-octet payloads.
+    net.sw.set_mtu("p2", 1000).unwrap();
+    net.hosts[1].set_mtu("eth0", 1000).unwrap();
+    net.start_switch(&[]);
+    net.learn();
+    let before = net.stats();
+    // Five 1200-octet pings: 1242-octet frames that p2 cannot send (h1's MTU is 1500).
+    let _ = net.hosts[0].exec_output(&[
+        "ping",
+        "-c",
+        "5",
+        "-i",
+        "0.05",
+        "-W",
+        "1",
+        "-s",
+        "1200",
+        "10.77.0.2",
+    ]);
+    let after = net.stats();
+    let p2 = |v: &Value| {
+        v["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "p2")
+            .cloned()
+            .unwrap()
+    };
+    let (a, b) = (p2(&after), p2(&before));
+    let refused = a["drop_reasons"]["tx_refused"].as_u64().unwrap()
+        - b["drop_reasons"]["tx_refused"].as_u64().unwrap();
+    let oversize =
+        a["io"]["tx_oversize"].as_u64().unwrap() - b["io"]["tx_oversize"].as_u64().unwrap();
+    let tx = a["tx_frames"].as_u64().unwrap() - b["tx_frames"].as_u64().unwrap();
+    let io_tx = a["io"]["tx_frames"].as_u64().unwrap() - b["io"]["tx_frames"].as_u64().unwrap();
+    eprintln!("{test}: p2 refused {refused}, oversize {oversize}, tx {tx}, io tx {io_tx}");
+    assert_eq!(refused, 5, "{a}");
+    assert_eq!(oversize, 5, "{a}");
+    assert_eq!(
+        tx, io_tx,
+        "the bridge counts as sent only what the interface took: {a}"
+    );
+    // What fits still goes through.
+    let ok = net.hosts[0]
+        .exec_output(&[
+            "ping",
+            "-c",
+            "2",
+            "-i",
+            "0.2",
+            "-W",
+            "2",
+            "-s",
+            "900",
+            "10.77.0.2",
+        ])
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "a ping that fits the MTU");
+}

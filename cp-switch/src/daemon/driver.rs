@@ -278,6 +278,9 @@ pub struct Dataplane<P: Port + Send + 'static, C: Clock> {
     trace_interval: Duration,
     next_trace: Instant,
     queue_tracker: QueueTracker,
+    /// Frames an interface refused for good during one `step` (port, octets), reported to the
+    /// bridge after `poll_transmit` ([`Bridge::tx_refused`]).
+    refused: Vec<(PortId, usize)>,
 }
 
 impl<P: Port + Send + 'static, C: Clock> std::fmt::Debug for Dataplane<P, C> {
@@ -336,6 +339,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             trace_interval: Duration::from_millis(1),
             next_trace: now,
             queue_tracker: QueueTracker::default(),
+            refused: Vec::new(),
         }
     }
 
@@ -412,6 +416,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         }
         let now = self.clock.now();
         let slots = &mut self.slots;
+        let refused = &mut self.refused;
         bridge.poll_transmit(now, &mut |pid, frame| {
             let Some(slot) = slots.get_mut(pid.index()) else {
                 return false;
@@ -433,11 +438,16 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                     tracing::debug!(port = %slot.name, "send: {e}");
                     // The frame cannot be sent by this port at all (longer than its MTU, ...):
                     // drop it rather than wedging the queue; the port counts it
-                    // (`io.tx_oversize`, `io.tx_errors` in `stats`).
+                    // (`io.tx_oversize`, `io.tx_errors` in `stats`) and the bridge takes it
+                    // back out of its transmit counters (a `tx_refused` drop).
+                    refused.push((pid, frame.len()));
                     true
                 }
             }
         });
+        for (pid, len) in refused.drain(..) {
+            bridge.tx_refused(now, pid, len);
+        }
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(port) = slot.port.as_mut() {
                 if let Err(e) = port.flush() {
