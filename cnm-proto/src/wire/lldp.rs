@@ -212,20 +212,42 @@ impl LldpCnTlvRepr {
 /// TLV; `Truncated` if a TLV before it runs past the buffer; what [`LldpCnTlvRepr::parse`]
 /// returns for an IEEE 802.1 subtype-8 TLV that is malformed.
 pub fn find_cn_tlv(lldpdu: &[u8]) -> Result<Option<LldpCnTlvRepr>> {
+    for tlv in tlvs(lldpdu) {
+        let (ty, tlv) = tlv?;
+        if ty == TLV_TYPE_ORG
+            && tlv.len() >= 6
+            && tlv[2..5] == OUI_IEEE_8021
+            && tlv[5] == SUBTYPE_CN
+        {
+            return LldpCnTlvRepr::parse(&LldpCnTlv::new_checked(tlv)?).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// The TLVs of an LLDPDU up to End of LLDPDU or the end of the buffer (802.1AB clause 8.4: a
+/// 7-bit type and a 9-bit length, then the value): each as its type and its whole octets,
+/// header included; `Truncated` for one that runs past the buffer (and nothing after it).
+fn tlvs(lldpdu: &[u8]) -> impl Iterator<Item = Result<(u8, &[u8])>> + '_ {
     let mut off = 0;
-    while let Some(h) = lldpdu.get(off..off + 2) {
+    std::iter::from_fn(move || {
+        let h = lldpdu.get(off..off + 2)?;
         let h = u16::from_be_bytes([h[0], h[1]]);
         let (ty, len) = ((h >> 9) as u8, usize::from(h & 0x01ff));
         if ty == TLV_TYPE_END {
-            break;
+            return None;
         }
-        let tlv = lldpdu.get(off..off + 2 + len).ok_or(Error::Truncated)?;
-        if ty == TLV_TYPE_ORG && len >= 4 && tlv[2..5] == OUI_IEEE_8021 && tlv[5] == SUBTYPE_CN {
-            return LldpCnTlvRepr::parse(&LldpCnTlv::new_checked(tlv)?).map(Some);
+        match lldpdu.get(off..off + 2 + len) {
+            Some(tlv) => {
+                off += 2 + len;
+                Some(Ok((ty, tlv)))
+            }
+            None => {
+                off = lldpdu.len();
+                Some(Err(Error::Truncated))
+            }
         }
-        off += 2 + len;
-    }
-    Ok(None)
+    })
 }
 
 /// The Time To Live TLV's value in an LLDPDU (type 3, 802.1AB clause 8.5.4: seconds the
@@ -233,19 +255,12 @@ pub fn find_cn_tlv(lldpdu: &[u8]) -> Result<Option<LldpCnTlvRepr>> {
 /// is none (a malformed LLDPDU, clause 8.5 makes the TLV mandatory); `Truncated` if a TLV
 /// before it runs past the buffer or the TTL TLV is shorter than 2 octets.
 pub fn find_ttl(lldpdu: &[u8]) -> Result<Option<u16>> {
-    let mut off = 0;
-    while let Some(h) = lldpdu.get(off..off + 2) {
-        let h = u16::from_be_bytes([h[0], h[1]]);
-        let (ty, len) = ((h >> 9) as u8, usize::from(h & 0x01ff));
-        if ty == TLV_TYPE_END {
-            break;
-        }
-        let tlv = lldpdu.get(off..off + 2 + len).ok_or(Error::Truncated)?;
+    for tlv in tlvs(lldpdu) {
+        let (ty, tlv) = tlv?;
         if ty == TLV_TYPE_TTL {
             let v = tlv.get(2..4).ok_or(Error::Truncated)?;
             return Ok(Some(u16::from_be_bytes([v[0], v[1]])));
         }
-        off += 2 + len;
     }
     Ok(None)
 }
