@@ -41,7 +41,7 @@ use std::sync::Arc;
 use cnm_proto::{Duration, Rate};
 use daemon_kit::exposition::Exposition;
 use daemon_kit::metrics_http::{Limits, MetricsHttp, Render};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::ctl::{ask, Command, Request};
 
@@ -349,168 +349,210 @@ fn bitmask(e: &mut Exposition, name: &str, help: &str, port: &str, mask: u64) {
 pub fn render(stats: &Value) -> Result<String, String> {
     let mut e = Exposition::new();
     for row in stats["ports"].as_array().into_iter().flatten() {
-        let port = text(&row["name"]);
-        let l = [("port", port.as_str())];
-        fields(&mut e, "port", PORT, row, &l);
-        e.gauge(
-            "cpswitch_port_up",
-            "1 when the link is up.",
-            &l,
-            num(&row["up"]).unwrap_or(0.0),
-        );
-        // `null` = unshaped: no sample rather than a made-up number.
-        if let Ok(r) = Rate::from_str(&text(&row["rate"])) {
-            e.gauge(
-                "cpswitch_port_rate_bytes_per_second",
-                "Emulated line rate of the port in octets per second (absent when unshaped).",
-                &l,
-                r.bps() as f64 / 8.0,
-            );
-        }
-        if let Ok(d) = Duration::from_str(&text(&row["delay"])) {
-            e.gauge(
-                "cpswitch_port_delay_seconds",
-                "Emulated propagation delay of the port.",
-                &l,
-                d.as_nanos() as f64 / 1e9,
-            );
-        }
-        if let Some(ing) = row["ingress"].as_object() {
-            let count = |k: &str| ing.get(k).and_then(Value::as_u64).unwrap_or(0);
-            e.counter(
-                "cpswitch_port_ingress_measured_frames_total",
-                "Received frames compared with their predecessor's kernel receive time.",
-                &l,
-                count("measured"),
-            );
-            e.counter(
-                "cpswitch_port_ingress_early_frames_total",
-                "Received frames that arrived faster than the port's link could have delivered them.",
-                &l,
-                count("early"),
-            );
-            e.gauge(
-                "cpswitch_port_ingress_longest_burst_frames",
-                "Longest run of consecutive early frames received.",
-                &l,
-                count("longest_run") as f64,
-            );
-        }
-        if let Some(reasons) = row["drop_reasons"].as_object() {
-            for (reason, v) in reasons {
-                e.counter(
-                    "cpswitch_port_drops_total",
-                    "Frames dropped, by port and reason.",
-                    &[("port", &port), ("reason", reason)],
-                    v.as_u64().unwrap_or(0),
-                );
-            }
-        }
-        bitmask(
-            &mut e,
-            "cpswitch_port_pause_asserted",
-            "1 when the port's input buffer of this priority has XOFF asserted upstream (PAUSE/PFC sent).",
-            &port,
-            row["pause_asserted"].as_u64().unwrap_or(0),
-        );
-        bitmask(
-            &mut e,
-            "cpswitch_port_pause_storm",
-            "1 when the storm watchdog has shut this priority of the port's output.",
-            &port,
-            row["storm_priorities"].as_u64().unwrap_or(0),
-        );
-        bitmask(
-            &mut e,
-            "cpswitch_port_cn_tag_kept",
-            "1 when frames of this priority leave the port with their CN-TAG (CND defence and the neighbour's CN TLV allow it).",
-            &port,
-            row["cn_tag_kept"].as_u64().unwrap_or(0),
-        );
-        if let Some(n) = row["neighbour_cn"].as_object() {
-            bitmask(
-                &mut e,
-                "cpswitch_port_neighbour_cn_ready",
-                "1 when the neighbour's last LLDP CN TLV declares this priority a ready CNPV.",
-                &port,
-                n.get("cnpv").and_then(Value::as_u64).unwrap_or(0)
-                    & n.get("ready").and_then(Value::as_u64).unwrap_or(0),
-            );
-        }
-        bitmask(
-            &mut e,
-            "cpswitch_port_paused_by_peer",
-            "1 when this priority of the port's output is stopped by a received PAUSE/PFC.",
-            &port,
-            row["paused_by_peer"].as_u64().unwrap_or(0),
-        );
+        port(&mut e, row);
     }
     for row in stats["queues"].as_array().into_iter().flatten() {
-        let (port, prio, kind) = (
-            text(&row["port"]),
-            text(&row["priority"]),
-            text(&row["kind"]),
-        );
-        let l = [
-            ("port", port.as_str()),
-            ("priority", &prio),
-            ("kind", &kind),
-        ];
-        fields(&mut e, "queue", QUEUE, row, &l);
+        queue(&mut e, row);
     }
     for row in stats["cps"].as_array().into_iter().flatten() {
-        let (cp, port) = (text(&row["id"]), text(&row["port"]));
-        let (prio, placement) = (text(&row["priority"]), text(&row["placement"]));
-        let l = [
-            ("cp", cp.as_str()),
-            ("port", &port),
-            ("priority", &prio),
-            ("placement", &placement),
-        ];
-        fields(&mut e, "cp", CP, row, &l);
-        if let Some(bps) = row["advertised_rate_bps"].as_f64() {
-            e.gauge(
-                "cpswitch_cp_advertised_rate_bytes_per_second",
-                "Advertised rate of an explicit-rate CP in octets per second; 0 otherwise.",
-                &l,
-                bps / 8.0,
-            );
-        }
-        if let Some(er) = row.get("explicit_rate").filter(|v| v.is_object()) {
+        congestion_point(&mut e, row);
+    }
+    fdb(&mut e, &stats["fdb"]);
+    bridge(&mut e, stats);
+    e.render()
+}
+
+/// One `ports[]` row: the [`PORT`] table, the link gauges, the ingress burst measure, the
+/// drops by reason and the per-priority PAUSE/CN bitmasks.
+fn port(e: &mut Exposition, row: &Value) {
+    let port = text(&row["name"]);
+    let l = [("port", port.as_str())];
+    fields(e, "port", PORT, row, &l);
+    port_link(e, row, &l);
+    if let Some(ing) = row["ingress"].as_object() {
+        port_ingress(e, ing, &l);
+    }
+    if let Some(reasons) = row["drop_reasons"].as_object() {
+        for (reason, v) in reasons {
             e.counter(
-                "cpswitch_cp_er_intervals_total",
-                "Measurement intervals of an explicit-rate CP.",
-                &l,
-                er["intervals"].as_u64().unwrap_or(0),
-            );
-            e.gauge(
-                "cpswitch_cp_er_load_ratio",
-                "Offered load over capacity (rho) of the last explicit-rate interval.",
-                &l,
-                er["last_rho_milli"].as_f64().unwrap_or(0.0) / 1000.0,
-            );
-            if let Ok(r) = Rate::from_str(&text(&er["last_arrival_rate"])) {
-                e.gauge(
-                    "cpswitch_cp_er_arrival_rate_bytes_per_second",
-                    "Arrival rate A of the last explicit-rate interval, octets per second.",
-                    &l,
-                    r.bps() as f64 / 8.0,
-                );
-            }
-        }
-        for d in row["cnm_per_dst"].as_array().into_iter().flatten() {
-            let dst = text(&d["mac"]);
-            let mut ld = l.to_vec();
-            ld.push(("destination", &dst));
-            e.counter(
-                "cpswitch_cp_cnms_per_destination_total",
-                "CNMs (rate-feedback messages for explicit-rate) per destination, for the CP's first 256 destinations.",
-                &ld,
-                d["cnms"].as_u64().unwrap_or(0),
+                "cpswitch_port_drops_total",
+                "Frames dropped, by port and reason.",
+                &[("port", &port), ("reason", reason)],
+                v.as_u64().unwrap_or(0),
             );
         }
     }
-    let fdb = &stats["fdb"];
+    port_priorities(e, row, &port);
+}
+
+/// Link state, emulated line rate and propagation delay of a port.
+fn port_link(e: &mut Exposition, row: &Value, l: &[(&str, &str)]) {
+    e.gauge(
+        "cpswitch_port_up",
+        "1 when the link is up.",
+        l,
+        num(&row["up"]).unwrap_or(0.0),
+    );
+    // `null` = unshaped: no sample rather than a made-up number.
+    if let Ok(r) = Rate::from_str(&text(&row["rate"])) {
+        e.gauge(
+            "cpswitch_port_rate_bytes_per_second",
+            "Emulated line rate of the port in octets per second (absent when unshaped).",
+            l,
+            r.bps() as f64 / 8.0,
+        );
+    }
+    if let Ok(d) = Duration::from_str(&text(&row["delay"])) {
+        e.gauge(
+            "cpswitch_port_delay_seconds",
+            "Emulated propagation delay of the port.",
+            l,
+            d.as_nanos() as f64 / 1e9,
+        );
+    }
+}
+
+/// The daemon's ingress burst measure of a port (`ports[].ingress`).
+fn port_ingress(e: &mut Exposition, ing: &Map<String, Value>, l: &[(&str, &str)]) {
+    let count = |k: &str| ing.get(k).and_then(Value::as_u64).unwrap_or(0);
+    e.counter(
+        "cpswitch_port_ingress_measured_frames_total",
+        "Received frames compared with their predecessor's kernel receive time.",
+        l,
+        count("measured"),
+    );
+    e.counter(
+        "cpswitch_port_ingress_early_frames_total",
+        "Received frames that arrived faster than the port's link could have delivered them.",
+        l,
+        count("early"),
+    );
+    e.gauge(
+        "cpswitch_port_ingress_longest_burst_frames",
+        "Longest run of consecutive early frames received.",
+        l,
+        count("longest_run") as f64,
+    );
+}
+
+/// The per-priority bitmasks of a port, one 0/1 series per priority each.
+fn port_priorities(e: &mut Exposition, row: &Value, port: &str) {
+    bitmask(
+        e,
+        "cpswitch_port_pause_asserted",
+        "1 when the port's input buffer of this priority has XOFF asserted upstream (PAUSE/PFC sent).",
+        port,
+        row["pause_asserted"].as_u64().unwrap_or(0),
+    );
+    bitmask(
+        e,
+        "cpswitch_port_pause_storm",
+        "1 when the storm watchdog has shut this priority of the port's output.",
+        port,
+        row["storm_priorities"].as_u64().unwrap_or(0),
+    );
+    bitmask(
+        e,
+        "cpswitch_port_cn_tag_kept",
+        "1 when frames of this priority leave the port with their CN-TAG (CND defence and the neighbour's CN TLV allow it).",
+        port,
+        row["cn_tag_kept"].as_u64().unwrap_or(0),
+    );
+    if let Some(n) = row["neighbour_cn"].as_object() {
+        bitmask(
+            e,
+            "cpswitch_port_neighbour_cn_ready",
+            "1 when the neighbour's last LLDP CN TLV declares this priority a ready CNPV.",
+            port,
+            n.get("cnpv").and_then(Value::as_u64).unwrap_or(0)
+                & n.get("ready").and_then(Value::as_u64).unwrap_or(0),
+        );
+    }
+    bitmask(
+        e,
+        "cpswitch_port_paused_by_peer",
+        "1 when this priority of the port's output is stopped by a received PAUSE/PFC.",
+        port,
+        row["paused_by_peer"].as_u64().unwrap_or(0),
+    );
+}
+
+/// One `queues[]` row: the [`QUEUE`] table.
+fn queue(e: &mut Exposition, row: &Value) {
+    let (port, prio, kind) = (
+        text(&row["port"]),
+        text(&row["priority"]),
+        text(&row["kind"]),
+    );
+    let l = [
+        ("port", port.as_str()),
+        ("priority", &prio),
+        ("kind", &kind),
+    ];
+    fields(e, "queue", QUEUE, row, &l);
+}
+
+/// One `cps[]` row: the [`CP`] table, the explicit-rate figures and the CNMs per destination.
+fn congestion_point(e: &mut Exposition, row: &Value) {
+    let (cp, port) = (text(&row["id"]), text(&row["port"]));
+    let (prio, placement) = (text(&row["priority"]), text(&row["placement"]));
+    let l = [
+        ("cp", cp.as_str()),
+        ("port", &port),
+        ("priority", &prio),
+        ("placement", &placement),
+    ];
+    fields(e, "cp", CP, row, &l);
+    if let Some(bps) = row["advertised_rate_bps"].as_f64() {
+        e.gauge(
+            "cpswitch_cp_advertised_rate_bytes_per_second",
+            "Advertised rate of an explicit-rate CP in octets per second; 0 otherwise.",
+            &l,
+            bps / 8.0,
+        );
+    }
+    if let Some(er) = row.get("explicit_rate").filter(|v| v.is_object()) {
+        explicit_rate(e, er, &l);
+    }
+    for d in row["cnm_per_dst"].as_array().into_iter().flatten() {
+        let dst = text(&d["mac"]);
+        let mut ld = l.to_vec();
+        ld.push(("destination", &dst));
+        e.counter(
+            "cpswitch_cp_cnms_per_destination_total",
+            "CNMs (rate-feedback messages for explicit-rate) per destination, for the CP's first 256 destinations.",
+            &ld,
+            d["cnms"].as_u64().unwrap_or(0),
+        );
+    }
+}
+
+/// The last measurement interval of an explicit-rate CP (`cps[].explicit_rate`).
+fn explicit_rate(e: &mut Exposition, er: &Value, l: &[(&str, &str)]) {
+    e.counter(
+        "cpswitch_cp_er_intervals_total",
+        "Measurement intervals of an explicit-rate CP.",
+        l,
+        er["intervals"].as_u64().unwrap_or(0),
+    );
+    e.gauge(
+        "cpswitch_cp_er_load_ratio",
+        "Offered load over capacity (rho) of the last explicit-rate interval.",
+        l,
+        er["last_rho_milli"].as_f64().unwrap_or(0.0) / 1000.0,
+    );
+    if let Ok(r) = Rate::from_str(&text(&er["last_arrival_rate"])) {
+        e.gauge(
+            "cpswitch_cp_er_arrival_rate_bytes_per_second",
+            "Arrival rate A of the last explicit-rate interval, octets per second.",
+            l,
+            r.bps() as f64 / 8.0,
+        );
+    }
+}
+
+/// The `fdb` object: the entry counts by kind and the [`FDB`] table.
+fn fdb(e: &mut Exposition, fdb: &Value) {
     for (key, kind) in [("dynamic_entries", "dynamic"), ("static_entries", "static")] {
         if let Some(n) = num(&fdb[key]) {
             e.gauge(
@@ -521,7 +563,11 @@ pub fn render(stats: &Value) -> Result<String, String> {
             );
         }
     }
-    fields(&mut e, "fdb", FDB, fdb, &[]);
+    fields(e, "fdb", FDB, fdb, &[]);
+}
+
+/// The top-level [`BRIDGE`] counters (`cpswitch_<name>`, no group, no labels).
+fn bridge(e: &mut Exposition, stats: &Value) {
     for f in BRIDGE {
         if let Some(v) = num(&stats[f.key]) {
             e.counter(
@@ -532,7 +578,6 @@ pub fn render(stats: &Value) -> Result<String, String> {
             );
         }
     }
-    e.render()
 }
 
 #[cfg(test)]
