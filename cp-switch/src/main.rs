@@ -62,19 +62,9 @@ enum Sub {
         )]
         words: Vec<String>,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    #[command(hide = true)]
-    Completions {
-        /// The shell.
-        shell: daemon_kit::cli::Shell,
-    },
-    /// Print the man page, or write one page per command into a directory.
-    #[command(hide = true)]
-    Man {
-        /// Write cp-switch.1, cp-switch-ctl.1 there and print their paths.
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-    },
+    /// The hidden `completions SHELL` and `man [--out-dir DIR]`.
+    #[command(flatten)]
+    Docs(daemon_kit::cli::Docs),
 }
 
 fn main() {
@@ -103,23 +93,7 @@ fn main() {
                 }
             }
         }
-        Some(Sub::Completions { shell }) => {
-            out(&daemon_kit::cli::completions(Cli::command(), shell));
-        }
-        Some(Sub::Man { out_dir }) => {
-            let r = match out_dir {
-                None => daemon_kit::cli::man_page(Cli::command()).map(|page| out(&page)),
-                Some(d) => daemon_kit::cli::man_pages(Cli::command(), &d).map(|files| {
-                    for f in files {
-                        outln(&f.display().to_string());
-                    }
-                }),
-            };
-            if let Err(e) = r {
-                eprintln!("cp-switch man: {e}");
-                std::process::exit(1);
-            }
-        }
+        Some(Sub::Docs(docs)) => docs.run(Cli::command()),
         None => {
             daemon_kit::cli::init_logging();
             let args = match cli.run.resolve() {

@@ -18,6 +18,8 @@
 //! writes one roff page per visible command into a directory (`clap_mangen`): the binary's own page
 //! (`cp-switch.1`) and one per subcommand, nested ones joined by dashes (`testbed-bench-qcn.1`),
 //! as git names its pages; [`man_page`] is the binary's own page alone, for standard output.
+//! [`Docs`] is the pair of hidden subcommands itself: a daemon flattens it into its subcommand
+//! enum and hands the match arm to [`Docs::run`], so both daemons wire them one way.
 //!
 //! ```text
 //! cp-switch completions bash > /etc/bash_completion.d/cp-switch
@@ -28,6 +30,59 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub use clap_complete::Shell;
+
+use crate::process::{out, outln};
+
+#[cfg(feature = "test-support")]
+pub mod testing;
+
+/// The hidden `completions SHELL` and `man [--out-dir DIR]` subcommands of a daemon; flatten it
+/// into the binary's subcommand enum (`#[command(flatten)] Docs(daemon_kit::cli::Docs)`).
+#[derive(Debug, clap::Subcommand)]
+pub enum Docs {
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+    /// Print the man page, or write one page per command into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Write NAME.1 and one NAME-SUBCOMMAND.1 per visible subcommand there and print
+        /// their paths.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+impl Docs {
+    /// Prints the completion script or the man page of `cmd` (the binary's whole clap
+    /// definition, `Cli::command()`), or writes the pages into the directory and prints their
+    /// paths one a line. A page that cannot be written ends the process with status 1 and
+    /// `NAME man: ERROR` on standard error.
+    pub fn run(self, cmd: clap::Command) {
+        let name = cmd.get_name().to_string();
+        if let Err(e) = self.print(cmd) {
+            eprintln!("{name} man: {e}");
+            std::process::exit(1);
+        }
+    }
+
+    /// [`Docs::run`] without the exit: what it prints, or why a page could not be written.
+    pub fn print(self, cmd: clap::Command) -> io::Result<()> {
+        match self {
+            Docs::Completions { shell } => out(&completions(cmd, shell)),
+            Docs::Man { out_dir: None } => out(&man_page(cmd)?),
+            Docs::Man { out_dir: Some(d) } => {
+                for f in man_pages(cmd, &d)? {
+                    outln(&f.display().to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Installs the `tracing` subscriber every binary uses (see the module documentation). A
 /// second call (a test that runs `main` twice) is ignored.

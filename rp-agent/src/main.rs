@@ -70,19 +70,9 @@ enum Sub {
         )]
         words: Vec<String>,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    #[command(hide = true)]
-    Completions {
-        /// The shell.
-        shell: daemon_kit::cli::Shell,
-    },
-    /// Print the man page, or write one page per command into a directory.
-    #[command(hide = true)]
-    Man {
-        /// Write rp-agent.1, rp-agent-gen.1, ... there and print their paths.
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-    },
+    /// The hidden `completions SHELL` and `man [--out-dir DIR]`.
+    #[command(flatten)]
+    Docs(daemon_kit::cli::Docs),
 }
 
 /// Runs `mode` with the SIGINT/SIGTERM flag (and the parent-death signal if asked), then
@@ -122,23 +112,7 @@ fn main() {
                 }
             }
         }
-        Some(Sub::Completions { shell }) => {
-            out(&daemon_kit::cli::completions(Cli::command(), shell));
-        }
-        Some(Sub::Man { out_dir }) => {
-            let r = match out_dir {
-                None => daemon_kit::cli::man_page(Cli::command()).map(|page| out(&page)),
-                Some(d) => daemon_kit::cli::man_pages(Cli::command(), &d).map(|files| {
-                    for f in files {
-                        outln(&f.display().to_string());
-                    }
-                }),
-            };
-            if let Err(e) = r {
-                eprintln!("rp-agent man: {e}");
-                std::process::exit(1);
-            }
-        }
+        Some(Sub::Docs(docs)) => docs.run(Cli::command()),
         Some(Sub::Gen(a)) => exit_on(a.agent.die_with_parent, |t| traffic::gen(a, t)),
         Some(Sub::Sink(a)) => exit_on(a.die_with_parent, |t| traffic::sink(a, t)),
         None => exit_on(cli.run.agent.die_with_parent, |t| run::run(cli.run, t)),
