@@ -287,100 +287,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Dispatches a parsed command line to its subcommand.
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::List => {
-            let list = scenario::list();
-            let w = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-            for (name, desc) in list {
-                println!("{name:<w$}  {desc}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Run(cmd) => {
-            signals::install().context("installing signal handlers")?;
-            let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
-            let mut opts = cmd.common.options();
-            opts.out = cmd.out;
-            opts.variant = cmd.variant;
-            let out = run::run_scenario(&sc, &opts)?;
-            if cmd.json {
-                println!("{}", out.report.summary.to_json());
-            } else {
-                run::print_outcome(&out);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Compare(cmd) => {
-            signals::install().context("installing signal handlers")?;
-            let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
-            let opts = cmd.common.options();
-            let dir = cmd.out.unwrap_or_else(|| {
-                PathBuf::from("results").join(format!(
-                    "{}-{}-compare-{}",
-                    sc.name,
-                    cmd.common.mode.as_str(),
-                    run::timestamp()
-                ))
-            });
-            let (outs, rep) = run::compare(&sc, &cmd.variants, &opts, &dir)?;
-            for o in &outs {
-                print!(
-                    "{}",
-                    testbed::report::table::summary_table(&o.report.summary)
-                );
-                println!();
-            }
-            print!("{}", rep.table);
-            println!("results: {}", dir.display());
-            for f in &rep.files {
-                println!("  {}", f.display());
-            }
-            for o in &outs {
-                println!("  {}", o.dir.join("report.md").display());
-                for name in ["bottleneck.pcap", "cnms.pcap"] {
-                    let pcap = o.dir.join(name);
-                    if pcap.exists() {
-                        println!("  {}", pcap.display());
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sweep(args) => {
-            signals::install().context("installing signal handlers")?;
-            match testbed::sweep::main(&args)? {
-                testbed::sweep::Outcome::Emitted => Ok(ExitCode::SUCCESS),
-                testbed::sweep::Outcome::Summary(s, failed) => {
-                    if args.json {
-                        println!("{}", serde_json::to_string_pretty(&s)?);
-                    } else {
-                        print!("{}", s.table());
-                    }
-                    if failed > 0 {
-                        eprintln!("testbed: {failed} run(s) of the sweep failed (see their logs)");
-                        return Ok(ExitCode::FAILURE);
-                    }
-                    Ok(ExitCode::SUCCESS)
-                }
-            }
-        }
-        Command::Completions { shell } => {
-            let script = daemon_kit::cli::completions(Cli::command(), shell);
-            daemon_kit::process::out(&script);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Man { out_dir } => {
-            match out_dir {
-                None => daemon_kit::process::out(&daemon_kit::cli::man_page(Cli::command())?),
-                Some(d) => {
-                    for f in daemon_kit::cli::man_pages(Cli::command(), &d)? {
-                        daemon_kit::process::outln(&f.display().to_string());
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::List => cmd_list(),
+        Command::Run(cmd) => cmd_run(cmd),
+        Command::Compare(cmd) => cmd_compare(cmd),
+        Command::Sweep(args) => cmd_sweep(&args),
+        Command::Completions { shell } => cmd_completions(shell),
+        Command::Man { out_dir } => cmd_man(out_dir),
         Command::Sim(args) => {
             testbed::sim::cli::run(args)?;
             Ok(ExitCode::SUCCESS)
@@ -394,55 +309,180 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             sru,
             rounds,
             duration,
-        } => {
-            let o = run::incast::ClientOptions {
-                servers,
-                sru: sru.get(),
-                rounds,
-                duration: duration.to_std(),
-            };
-            run::incast::client(&o, &mut std::io::stdout().lock())?;
+        } => cmd_incast_client(servers, sru, rounds, duration),
+        Command::Down { all, dry_run, json } => cmd_down(all, dry_run, json),
+        Command::Bench(b) => cmd_bench(b),
+    }
+}
+
+/// `testbed list`: the built-in scenarios, one a line.
+fn cmd_list() -> anyhow::Result<ExitCode> {
+    let list = scenario::list();
+    let w = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, desc) in list {
+        println!("{name:<w$}  {desc}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed run`: one scenario, its summary as a table or JSON.
+fn cmd_run(cmd: RunCmd) -> anyhow::Result<ExitCode> {
+    signals::install().context("installing signal handlers")?;
+    let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
+    let mut opts = cmd.common.options();
+    opts.out = cmd.out;
+    opts.variant = cmd.variant;
+    let out = run::run_scenario(&sc, &opts)?;
+    if cmd.json {
+        println!("{}", out.report.summary.to_json());
+    } else {
+        run::print_outcome(&out);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed compare`: one scenario under several variants, then the comparison table and the
+/// files written.
+fn cmd_compare(cmd: CompareCmd) -> anyhow::Result<ExitCode> {
+    signals::install().context("installing signal handlers")?;
+    let sc = scenario::load(&cmd.common.scenario, &cmd.common.sets)?;
+    let opts = cmd.common.options();
+    let dir = cmd.out.unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "{}-{}-compare-{}",
+            sc.name,
+            cmd.common.mode.as_str(),
+            run::timestamp()
+        ))
+    });
+    let (outs, rep) = run::compare(&sc, &cmd.variants, &opts, &dir)?;
+    for o in &outs {
+        print!(
+            "{}",
+            testbed::report::table::summary_table(&o.report.summary)
+        );
+        println!();
+    }
+    print!("{}", rep.table);
+    println!("results: {}", dir.display());
+    for f in &rep.files {
+        println!("  {}", f.display());
+    }
+    for o in &outs {
+        println!("  {}", o.dir.join("report.md").display());
+        for name in ["bottleneck.pcap", "cnms.pcap"] {
+            let pcap = o.dir.join(name);
+            if pcap.exists() {
+                println!("  {}", pcap.display());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed sweep`: emits the runs, or runs them and prints the per-point summary; fails when a
+/// run failed.
+fn cmd_sweep(args: &testbed::sweep::SweepArgs) -> anyhow::Result<ExitCode> {
+    signals::install().context("installing signal handlers")?;
+    match testbed::sweep::main(args)? {
+        testbed::sweep::Outcome::Emitted => Ok(ExitCode::SUCCESS),
+        testbed::sweep::Outcome::Summary(s, failed) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print!("{}", s.table());
+            }
+            if failed > 0 {
+                eprintln!("testbed: {failed} run(s) of the sweep failed (see their logs)");
+                return Ok(ExitCode::FAILURE);
+            }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Down { all, dry_run, json } => {
-            let report = netns::state::down(all, dry_run).context("testbed down")?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                let verb = if dry_run { "would remove" } else { "removed" };
-                for n in &report.namespaces {
-                    println!("{verb} namespace {n}");
-                }
-                for l in &report.links {
-                    println!("{verb} link {l}");
-                }
-                for f in &report.state_files {
-                    println!("{verb} state file {f}");
-                }
-                for s in &report.skipped_live {
-                    println!("kept {s} (its run is still alive; --all removes it)");
-                }
-                for e in &report.errors {
-                    eprintln!("error: {e}");
-                }
-                if report.namespaces.is_empty() && report.links.is_empty() {
-                    println!("nothing to remove");
-                }
+    }
+}
+
+/// `testbed completions`: a shell completion script on stdout.
+fn cmd_completions(shell: daemon_kit::cli::Shell) -> anyhow::Result<ExitCode> {
+    let script = daemon_kit::cli::completions(Cli::command(), shell);
+    daemon_kit::process::out(&script);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed man`: the man page on stdout, or one page per command into a directory.
+fn cmd_man(out_dir: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    match out_dir {
+        None => daemon_kit::process::out(&daemon_kit::cli::man_page(Cli::command())?),
+        Some(d) => {
+            for f in daemon_kit::cli::man_pages(Cli::command(), &d)? {
+                daemon_kit::process::outln(&f.display().to_string());
             }
-            Ok(if report.errors.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
         }
-        Command::Bench(Bench::Forwarding {
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed incast-client` (inside a run's namespace): rounds against the servers, results on
+/// stdout.
+fn cmd_incast_client(
+    servers: Vec<std::net::SocketAddr>,
+    sru: cnm_proto::Bytes,
+    rounds: u64,
+    duration: Duration,
+) -> anyhow::Result<ExitCode> {
+    let o = run::incast::ClientOptions {
+        servers,
+        sru: sru.get(),
+        rounds,
+        duration: duration.to_std(),
+    };
+    run::incast::client(&o, &mut std::io::stdout().lock())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `testbed down`: removes what crashed runs left behind; fails when a removal failed.
+fn cmd_down(all: bool, dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
+    let report = netns::state::down(all, dry_run).context("testbed down")?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let verb = if dry_run { "would remove" } else { "removed" };
+        for n in &report.namespaces {
+            println!("{verb} namespace {n}");
+        }
+        for l in &report.links {
+            println!("{verb} link {l}");
+        }
+        for f in &report.state_files {
+            println!("{verb} state file {f}");
+        }
+        for s in &report.skipped_live {
+            println!("kept {s} (its run is still alive; --all removes it)");
+        }
+        for e in &report.errors {
+            eprintln!("error: {e}");
+        }
+        if report.namespaces.is_empty() && report.links.is_empty() {
+            println!("nothing to remove");
+        }
+    }
+    Ok(if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `testbed bench ...`: runs one benchmark and prints its report as a table or JSON.
+fn cmd_bench(b: Bench) -> anyhow::Result<ExitCode> {
+    match b {
+        Bench::Forwarding {
             duration,
             warmup,
             sizes,
             cp_switch,
             rounds,
             json,
-        }) => {
+        } => {
             signals::install().context("installing signal handlers")?;
             let cfg = forwarding::Config {
                 duration,
@@ -452,19 +492,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 rounds,
             };
             let report = forwarding::run(&cfg)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-            Ok(ExitCode::SUCCESS)
+            print_report(json, &report, || report.table())
         }
-        Command::Bench(Bench::Qcn {
+        Bench::Qcn {
             duration,
             warmup,
             rounds,
             json,
-        }) => {
+        } => {
             signals::install().context("installing signal handlers")?;
             let cfg = testbed::bench::qcn::Config {
                 duration,
@@ -474,21 +509,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 rp_agent: testbed::bins::path("rp-agent"),
             };
             let report = testbed::bench::qcn::run(&cfg)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-            Ok(ExitCode::SUCCESS)
+            print_report(json, &report, || report.table())
         }
-        Command::Bench(Bench::App {
+        Bench::App {
             duration,
             warmup,
             rounds,
             no_shaped,
             iperf3,
             json,
-        }) => {
+        } => {
             signals::install().context("installing signal handlers")?;
             let cfg = testbed::bench::app::Config {
                 duration,
@@ -500,26 +530,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 iperf3,
             };
             let report = testbed::bench::app::run(&cfg)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-            Ok(ExitCode::SUCCESS)
+            print_report(json, &report, || report.table())
         }
-        Command::Bench(Bench::Sim {
+        Bench::Sim {
             duration,
             rounds,
             json,
-        }) => {
+        } => {
             let cfg = testbed::bench::sim::Config { duration, rounds };
             let report = testbed::bench::sim::run(&cfg)?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
-            } else {
-                print!("{}", report.table());
-            }
-            Ok(ExitCode::SUCCESS)
+            print_report(json, &report, || report.table())
         }
     }
+}
+
+/// Prints a benchmark report: pretty JSON with `--json`, else its table.
+fn print_report<R: serde::Serialize>(
+    json: bool,
+    report: &R,
+    table: impl FnOnce() -> String,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", table());
+    }
+    Ok(ExitCode::SUCCESS)
 }
