@@ -124,7 +124,8 @@ pub struct PortConfig {
     #[serde(default, deserialize_with = "de_opt_mac")]
     pub mac: Option<EthernetAddress>,
     /// Congestion-notification-domain defence of this port for every CNPV ([`CndDefense`]).
-    /// Default `interior-ready`; `auto` chooses from the neighbour's LLDP CN TLV.
+    /// Default `auto`: chosen from the neighbour's LLDP CN TLV. ([`PortConfig::new`] builds
+    /// `interior-ready` ports, for programs that wire a bridge to stations known to be CN-aware.)
     #[serde(default)]
     pub cnd_defense: CndDefense,
     /// `edge` ports: the priority that frames received with a CNPV priority are remapped to.
@@ -144,8 +145,8 @@ pub struct PortConfig {
 /// | `disabled` | not remapped | kept | none on this port | — |
 /// | `edge` | remapped to the alternate priority (PCP rewritten) | removed | yes | — |
 /// | `interior` | not remapped | removed | yes | — |
-/// | `interior-ready` (default) | not remapped | kept | yes | — |
-/// | `auto` | not remapped | kept only if the neighbour's CN TLV has p Ready | yes | sent |
+/// | `interior-ready` | not remapped | kept | yes | — |
+/// | `auto` (default) | not remapped | kept only if the neighbour's CN TLV has p Ready | yes | sent |
 ///
 /// `edge` keeps traffic from outside the domain out of the CNPV queues; `interior` faces a
 /// CN-aware neighbour that did not declare itself ready for CN-TAGs; `interior-ready` one that
@@ -169,9 +170,13 @@ pub struct PortConfig {
 /// congestion control; removing the CN-TAG towards it costs nothing. A port that must keep
 /// outside traffic out of the CNPV queues is configured `edge`.
 ///
-/// `auto` is not the default yet: with it, UDP through a receiving `rp-agent` whose TAP runs
-/// with offloads arrived corrupted in the namespace suite (`run_netns_iperf`), which is not
-/// understood yet; `interior-ready` stays the default until it is.
+/// `auto` is the default of configuration files and `--port`: a port of the daemon may face
+/// anything, and `auto` is safe for every neighbour. A frame that leaves without its CN-TAG
+/// reaches a plain host as an ordinary (priority-tagged) frame; `rp-agent` takes such frames
+/// as well as tagged ones and keeps the host's kernel from taking them a second time through
+/// its uplink (`rp-agent`'s `UplinkMac`). [`PortConfig::new`] keeps `interior-ready`, for
+/// programs (the simulator, the core tests) that wire bridges to reaction points and bridges
+/// only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CndDefense {
@@ -181,10 +186,10 @@ pub enum CndDefense {
     Edge,
     /// A CN-aware neighbour that is not ready for CN-TAGs.
     Interior,
-    /// A CN-aware neighbour ready for CN-TAGs (the default).
-    #[default]
+    /// A CN-aware neighbour ready for CN-TAGs.
     InteriorReady,
-    /// Chosen from the neighbour's LLDP CN TLV.
+    /// Chosen from the neighbour's LLDP CN TLV (the default).
+    #[default]
     Auto,
 }
 

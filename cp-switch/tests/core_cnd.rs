@@ -176,7 +176,8 @@ fn defence_modes_parse_from_toml() {
         "#,
     )
     .unwrap();
-    assert_eq!(cfg.ports[0].cnd_defense, CndDefense::InteriorReady);
+    // The file's default is `auto` (safe for a plain neighbour; see auto_mode_* below).
+    assert_eq!(cfg.ports[0].cnd_defense, CndDefense::Auto);
     assert_eq!(cfg.ports[1].cnd_defense, CndDefense::Edge);
     assert_eq!(cfg.ports[1].alternate_priority, Some(1));
     assert_eq!(cfg.ports[2].cnd_defense, CndDefense::Interior);

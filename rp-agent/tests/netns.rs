@@ -290,6 +290,97 @@ fn tap_ping_across() {
     );
 }
 
+/// The host's MAC on its uplink too (as a NIC's own address kept for the host): every frame
+/// the far side sends to the host must reach the host stack once, through the TAP — not a
+/// second time through the uplink's own stack. `ping` marks a second copy of a reply `DUP!`.
+/// The uplink takes another address while the agent runs and gets its own back at exit.
+#[test]
+fn host_gets_each_frame_once_when_the_uplink_carries_its_mac() {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces");
+        return;
+    }
+    let mut net = Net::new();
+    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
+    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
+    sh(&[
+        "ip",
+        "-n",
+        &b,
+        "addr",
+        "add",
+        &format!("{subnet}.2/24"),
+        "dev",
+        &ib,
+    ]);
+    let uplink_mac = net.mac(&a, &ia);
+    let cfg = std::env::temp_dir().join(format!("rpa-{}-mac.toml", net.id));
+    std::fs::write(
+        &cfg,
+        format!("mac = \"{uplink_mac}\"\nline_rate = \"100mbit\"\n"),
+    )
+    .unwrap();
+    let sock = std::env::temp_dir().join(format!("rpa-{}.sock", net.id));
+    let sock_s = sock.to_string_lossy().to_string();
+    let tap = format!("rpa{}t", net.id);
+    let agent = net.spawn(
+        &a,
+        &[
+            "--uplink",
+            &ia,
+            "--tap",
+            &tap,
+            "--tap-ip",
+            &format!("{subnet}.1/24"),
+            "--config",
+            &cfg.to_string_lossy(),
+            "--ctl",
+            &sock_s,
+        ],
+    );
+    let t = Instant::now();
+    while !sock.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = std::fs::remove_file(&cfg);
+    assert_eq!(
+        net.mac(&a, &tap),
+        uplink_mac,
+        "the TAP carries the host's MAC"
+    );
+    assert_ne!(
+        net.mac(&a, &ia),
+        uplink_mac,
+        "the uplink has another address meanwhile"
+    );
+    let ping = Command::new("ip")
+        .args([
+            "netns", "exec", &a, "ping", "-c", "5", "-i", "0.2", "-W", "2",
+        ])
+        .arg(format!("{subnet}.2"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&ping.stdout).to_string();
+    assert!(ping.status.success(), "ping: {text}");
+    assert!(
+        !text.contains("DUP!") && text.contains("5 received"),
+        "every reply once: {text}"
+    );
+    net.terminate(agent);
+    let out = net.wait(agent, Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        net.mac(&a, &ia),
+        uplink_mac,
+        "the uplink's address is given back"
+    );
+}
+
 /// A CNM sent from the far side to the daemon's host MAC about the frames it sends: the flow
 /// gets a limiter at the decreased rate, its next frames carry a CN-TAG with its RPID, and the
 /// trace records the CNM.

@@ -198,7 +198,7 @@ const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Runs the daemon until `term` is set.
 pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let (uplink, _uplink_mac, mtu) = args.agent.open_uplink()?;
+    let (uplink, uplink_mac, mtu) = args.agent.open_uplink()?;
     quiet_uplink_arp(args.agent.uplink_name());
     let rt = |what: String| DaemonError::Runtime(what);
     let tap = if args.no_tap_offloads {
@@ -223,8 +223,16 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             )));
         }
     }
-    let host_mac = EthernetAddress(tap.mac().map_err(|e| rt(format!("tap {tap_name}: {e}")))?);
-    let cfg = args.agent.agent_config(Some(host_mac))?;
+    let tap_mac = EthernetAddress(tap.mac().map_err(|e| rt(format!("tap {tap_name}: {e}")))?);
+    let cfg = args.agent.agent_config(Some(tap_mac))?;
+    // The host's MAC is the TAP's: a configured `mac` is put on the TAP, so the frames the
+    // agent takes for the host and the host's own source address agree by construction.
+    let host_mac = cfg.mac.unwrap_or(tap_mac);
+    if host_mac != tap_mac {
+        tap.set_mac(host_mac.0)
+            .map_err(|e| rt(format!("tap {tap_name}: set MAC {host_mac}: {e}")))?;
+    }
+    let _uplink_mac = UplinkMac::keep_apart(args.agent.uplink_name(), uplink_mac, host_mac)?;
     let clock = Monotonic;
     let seed = args.agent.seed.unwrap_or_else(|| clock.now().as_nanos());
     let agent = Agent::new(cfg, Rng::new(seed)).map_err(|e| DaemonError::Config(e.to_string()))?;
@@ -574,6 +582,76 @@ pub fn set_rp(agent: &mut Agent, now: Instant, set: &[(String, String)]) -> Resu
     }))
 }
 
+/// The uplink's MAC address, kept apart from the host's while the agent runs.
+///
+/// The host stack must see the network only through the TAP. The kernel also hands every frame
+/// that arrives on the uplink to its own stack (the agent's AF_PACKET socket is only a tap
+/// beside it), and it keeps a frame for itself when the destination is the interface's own
+/// address (`eth_type_trans` sets `PACKET_HOST`; `ip_rcv` and `arp_rcv` drop only
+/// `PACKET_OTHERHOST`). A frame without a CN-TAG (a priority-tagged frame with VID 0 is taken
+/// as untagged, `__netif_receive_skb_core`) addressed to the host's MAC would then reach the
+/// host twice: through the TAP and through the uplink. UDP applications count every datagram
+/// twice; TCP sees every segment and acknowledgment twice. The agent therefore gives the
+/// uplink an address of its own when it carries the host's ([`uplink_mac_for`]), receives the
+/// host's frames in promiscuous mode, and gives the uplink its address back on exit.
+/// Broadcast and multicast frames still reach the uplink's stack; `arp_ignore = 8` keeps it
+/// from answering ([`quiet_uplink_arp`]).
+#[derive(Debug)]
+struct UplinkMac {
+    name: String,
+    original: EthernetAddress,
+}
+
+impl UplinkMac {
+    /// Moves the uplink off `host` when it carries it; `None` when it already has another.
+    fn keep_apart(
+        name: &str,
+        uplink: EthernetAddress,
+        host: EthernetAddress,
+    ) -> Result<Option<UplinkMac>, DaemonError> {
+        if uplink != host {
+            return Ok(None);
+        }
+        let own = uplink_mac_for(host);
+        phy::iface::set_mac(name, own.0).map_err(|e| {
+            DaemonError::Config(format!(
+                "uplink {name} carries the host's MAC {host} and cannot take another ({e}): \
+                 the host would receive every untagged frame twice; give the uplink or the \
+                 host (`mac`) another address"
+            ))
+        })?;
+        tracing::info!(
+            "uplink {name}: MAC {host} is the host's (on the TAP); the uplink uses {own}"
+        );
+        Ok(Some(UplinkMac {
+            name: name.to_owned(),
+            original: uplink,
+        }))
+    }
+}
+
+impl Drop for UplinkMac {
+    fn drop(&mut self) {
+        if let Err(e) = phy::iface::set_mac(&self.name, self.original.0) {
+            tracing::warn!(
+                "uplink {}: could not restore MAC {}: {e}",
+                self.name,
+                self.original
+            );
+        }
+    }
+}
+
+/// The address the uplink takes when it carries the host's MAC `host`: the same octets with
+/// the locally administered bit set (IEEE 802-2014 clause 8.2.2, the U/L bit, 0x02 of the
+/// first octet) and the 0x04 bit flipped, so it differs from `host` whatever `host` was; the
+/// individual/group bit (0x01) is kept, so it stays a unicast address.
+pub fn uplink_mac_for(host: EthernetAddress) -> EthernetAddress {
+    let mut m = host.0;
+    m[0] = (m[0] | 0x02) ^ 0x04;
+    EthernetAddress(m)
+}
+
 /// The host stack now speaks through the TAP; the uplink only carries the agent's frames. With
 /// Linux's default `arp_ignore = 0` the kernel would also answer ARP requests arriving on the
 /// uplink for the TAP's addresses, with the uplink's MAC, and peers would then send to an
@@ -596,6 +674,25 @@ mod loop_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_uplinks_own_mac_differs_from_the_hosts_and_stays_unicast() {
+        let m = |o: [u8; 6]| uplink_mac_for(EthernetAddress(o)).0;
+        // Locally administered already (the testbed's hosts): 0x02 kept, 0x04 set.
+        assert_eq!(m([0x02, 0, 0, 0, 1, 2]), [0x06, 0, 0, 0, 1, 2]);
+        // 0x04 already set: it is cleared instead.
+        assert_eq!(m([0x06, 0, 0, 0, 1, 2]), [0x02, 0, 0, 0, 1, 2]);
+        // A NIC's universal address: U/L bit set, 0x04 flipped.
+        assert_eq!(m([0x00, 0x1b, 0x21, 1, 2, 3]), [0x06, 0x1b, 0x21, 1, 2, 3]);
+        assert_eq!(m([0xa4, 0xbf, 1, 2, 3, 4]), [0xa2, 0xbf, 1, 2, 3, 4]);
+        for first in 0..=255u8 {
+            let host = [first & !1, 7, 7, 7, 7, 7];
+            let own = m(host);
+            assert_ne!(own, host);
+            assert_eq!(own[0] & 1, 0, "unicast");
+            assert_eq!(own[0] & 2, 2, "locally administered");
+        }
+    }
 
     #[test]
     fn set_rp_answers_the_settings_in_force_or_an_error() {

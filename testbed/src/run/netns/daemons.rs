@@ -305,19 +305,10 @@ fn start_tap(st: &Setup, h: &str, mtu: u32) -> anyhow::Result<StackHost> {
         ),
         Err(NotReady::Silent) => bail!("rp-agent (TAP) on {h}: control socket silent for 10 s"),
     }
-    // The TAP carries the host's MAC: the agent takes only frames addressed to it (its
-    // `mac`), and the switches' static FDB entries point at it.
-    if let Some(m) = st.macs.get(h) {
-        let m = m.to_string();
-        space
-            .ip(&["link", "set", "dev", "qcn0", "address", &m])
-            .or_else(|_| {
-                space.set_down("qcn0")?;
-                space.ip(&["link", "set", "dev", "qcn0", "address", &m])?;
-                space.set_up("qcn0").map(|_| String::new())
-            })
-            .with_context(|| format!("{h}: TAP address {m}"))?;
-    }
+    // The TAP carries the host's MAC: the agent's `mac` (in its configuration file) is put on
+    // the TAP by the agent itself, and the uplink, which the lab gave the same address, gets
+    // another while the agent runs (rp-agent's `UplinkMac`: else the host's kernel would take
+    // every untagged frame twice).
     if mtu < 1492 {
         space.set_mtu("qcn0", mtu)?;
     }
