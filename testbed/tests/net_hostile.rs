@@ -14,16 +14,18 @@
 //! Run as root; otherwise the test prints why it skips.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cnm_proto::phy::{AfPacketConfig, AfPacketPort, Port};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{build_cnm, CnmParams, CpId, EthernetAddress};
+use common::switch_lab::{counter, ip, port, Ipv6, Net};
 use serde_json::Value;
-use testbed::netns::{can_run_network_tests, Child, Lab, Namespace};
+use testbed::netns::{can_run_network_tests, Child};
 
 /// The good flow under attack delivers at least this share of its clean-run delivery. The
 /// attacker takes one of the machine's two CPUs, so the switch, iperf3 and the kernel share
@@ -48,76 +50,15 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-struct Net {
-    lab: Lab,
-    sw: Namespace,
-    hosts: Vec<Namespace>,
-    dir: PathBuf,
-    daemon: Option<Child>,
+/// The lab of every test here: `common::switch_lab`'s, without IPv6 (its neighbour discovery
+/// would add frames nobody counted as sent), the switch on p1-p3.
+fn lab(tag: &str, extra: &[&str]) -> Net {
+    let mut net = Net::new(tag, Ipv6::Off);
+    net.start_switch(["p1", "p2", "p3"], extra);
+    net
 }
 
 impl Net {
-    fn new(tag: &str) -> Net {
-        let lab = Lab::new(tag).unwrap();
-        let sw = lab.ns("sw").unwrap();
-        let mut hosts = Vec::new();
-        for i in 1..=3 {
-            let h = lab.ns(&format!("h{i}")).unwrap();
-            lab.veth((&h, "eth0"), (&sw, &format!("p{i}")))
-                .unwrap()
-                .offloads_off()
-                .unwrap()
-                .up()
-                .unwrap();
-            h.add_addr("eth0", &format!("10.77.0.{i}/24")).unwrap();
-            // No IPv6: its neighbour discovery would add frames nobody counted as sent.
-            h.disable_ipv6().unwrap();
-            hosts.push(h);
-        }
-        let dir = std::env::temp_dir().join(lab.prefix());
-        std::fs::create_dir_all(&dir).unwrap();
-        Net {
-            lab,
-            sw,
-            hosts,
-            dir,
-            daemon: None,
-        }
-    }
-
-    fn ctl(&self) -> PathBuf {
-        self.dir.join("ctl.sock")
-    }
-
-    fn start_switch(&mut self, extra: &[&str]) {
-        let log = std::fs::File::create(self.dir.join("cp-switch.log")).unwrap();
-        let mut cmd = self.sw.command(testbed::bins::path("cp-switch")).unwrap();
-        for p in ["p1", "p2", "p3"] {
-            cmd.arg("--port").arg(p);
-        }
-        cmd.arg("--ctl").arg(self.ctl()).args(extra);
-        cmd.stdout(log.try_clone().unwrap()).stderr(log);
-        let mut child = self.sw.spawn_command(cmd).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ctl_json(&self.ctl(), &["stats"]).is_err() {
-            assert!(
-                child.is_running() && Instant::now() < deadline,
-                "cp-switch did not come up: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.daemon = Some(child);
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("cp-switch.log")).unwrap_or_default()
-    }
-
-    fn stats(&self) -> Value {
-        ctl_json(&self.ctl(), &["stats"]).unwrap()
-    }
-
     /// The switch's resident set, from /proc.
     fn rss(&self) -> u64 {
         let pid = self.daemon.as_ref().unwrap().id();
@@ -130,24 +71,10 @@ impl Net {
         kb * 1024
     }
 
-    /// An interface counter from sysfs inside a namespace.
-    fn counter(ns: &Namespace, ifname: &str, name: &str) -> u64 {
-        ns.exec(&["cat", &format!("/sys/class/net/{ifname}/statistics/{name}")])
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-
     /// Pings between h1 and h2 both ways, so the switch has learned both.
     fn learn(&self) {
-        for (a, b) in [(0, "10.77.0.2"), (1, "10.77.0.1")] {
-            let ok = self.hosts[a]
-                .exec_output(&["ping", "-c", "2", "-i", "0.2", "-W", "2", b])
-                .unwrap()
-                .status
-                .success();
-            assert!(ok, "ping h{} -> {b}", a + 1);
+        for (a, b) in [(1, 2), (2, 1)] {
+            assert!(self.ping(a, b), "ping h{a} -> {}", ip(b));
         }
     }
 
@@ -189,32 +116,28 @@ impl Net {
             ),
         }
     }
-}
 
-impl Drop for Net {
-    fn drop(&mut self) {
-        self.daemon.take();
-        let _ = self.lab.teardown();
-        if std::thread::panicking() {
-            eprintln!("cp-switch log:\n{}", self.log());
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// The good flow while h3 attacks with `kinds`: the attack starts `lead` before the flow and
+    /// stops when it ends; with `broadcasts`, h1 also sends [`broadcast_pings`] during the flow.
+    /// Returns the flow's delivered share and the attack frames sent per kind.
+    fn good_flow_under_attack(
+        &self,
+        kinds: &[Kind],
+        lead: Duration,
+        broadcasts: bool,
+    ) -> (f64, [u64; 7]) {
+        let stop = AtomicBool::new(false);
+        let h3 = self.hosts[2].name().unwrap().to_string();
+        let h1 = self.hosts[0].mac("eth0").unwrap();
+        std::thread::scope(|s| {
+            let attacker = s.spawn(|| attack(&h3, h1, kinds, &stop));
+            std::thread::sleep(lead);
+            let _b = broadcasts.then(|| broadcast_pings(self));
+            let d = self.good_flow();
+            stop.store(true, Ordering::Relaxed);
+            (d, attacker.join().unwrap())
+        })
     }
-}
-
-fn ctl_json(ctl: &Path, words: &[&str]) -> Result<Value, String> {
-    let out = Command::new(testbed::bins::path("cp-switch"))
-        .arg("ctl")
-        .arg("--socket")
-        .arg(ctl)
-        .args(words)
-        .arg("--json")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
 }
 
 /// The kinds of attack frames, sent in rotation.
@@ -325,7 +248,7 @@ fn attack_frame(kind: Kind, rng: &mut Rng, me: [u8; 6], h1: [u8; 6], buf: &mut V
 
 /// The attacker: sends the rotation from h3 until `stop`; returns frames handed to the kernel
 /// per kind.
-fn attack(ns: &str, h1: [u8; 6], kinds: &[Kind], stop: &AtomicBool, sent: &AtomicU64) -> [u64; 7] {
+fn attack(ns: &str, h1: [u8; 6], kinds: &[Kind], stop: &AtomicBool) -> [u64; 7] {
     cnm_proto::phy::netns::enter(ns).unwrap();
     let cfg = AfPacketConfig {
         rx_blocks: 1,
@@ -355,7 +278,6 @@ fn attack(ns: &str, h1: [u8; 6], kinds: &[Kind], stop: &AtomicBool, sent: &Atomi
         for (a, q) in per_kind.iter_mut().zip(queued) {
             *a += q;
         }
-        sent.fetch_add(queued.iter().sum::<u64>(), Ordering::Relaxed);
     }
     // Let the ring drain before the caller reads the counters.
     std::thread::sleep(Duration::from_millis(200));
@@ -373,51 +295,35 @@ fn hostile_input_is_counted_and_the_good_flow_keeps_its_delivery() {
     if Command::new("iperf3").arg("--version").output().is_err() {
         panic!("{test}: iperf3 is not installed (scripts/install-deps.sh installs it)");
     }
-    let mut net = Net::new("hostile");
-    net.start_switch(&[]);
+    let mut net = lab("hostile", &[]);
     // Learn h1 and h2 (ARP through the switch), then a clean run for the reference.
     net.learn();
     let clean = net.good_flow();
     let rss0 = net.rss();
     let before = net.stats();
-    let h3_tx0 = Net::counter(&net.hosts[2], "eth0", "tx_packets")
-        + Net::counter(&net.hosts[2], "eth0", "tx_dropped");
-    let sw_drop0 = Net::counter(&net.sw, "p3", "rx_dropped");
-    let h1 = net.hosts[0].mac("eth0").unwrap();
+    let h3_tx0 =
+        counter(&net.hosts[2], "eth0", "tx_packets") + counter(&net.hosts[2], "eth0", "tx_dropped");
+    let sw_drop0 = counter(&net.sw, "p3", "rx_dropped");
 
-    let stop = AtomicBool::new(false);
-    let sent_live = AtomicU64::new(0);
-    let h3 = net.hosts[2].name().unwrap().to_string();
-    let (attacked, per_kind) = std::thread::scope(|s| {
-        let attacker = s.spawn(|| attack(&h3, h1, &KINDS, &stop, &sent_live));
-        // Let the attack build up, then run the good flow through it.
-        std::thread::sleep(Duration::from_millis(500));
-        let d = net.good_flow();
-        stop.store(true, Ordering::Relaxed);
-        (d, attacker.join().unwrap())
-    });
+    // Let the attack build up, then run the good flow through it.
+    let (attacked, per_kind) =
+        net.good_flow_under_attack(&KINDS, Duration::from_millis(500), false);
     std::thread::sleep(Duration::from_millis(300));
     // h3's counters first: whatever it sends later cannot then be missing at the switch.
-    let h3_tx = Net::counter(&net.hosts[2], "eth0", "tx_packets")
-        + Net::counter(&net.hosts[2], "eth0", "tx_dropped")
+    let h3_tx = counter(&net.hosts[2], "eth0", "tx_packets")
+        + counter(&net.hosts[2], "eth0", "tx_dropped")
         - h3_tx0;
-    let h3_dropped = Net::counter(&net.hosts[2], "eth0", "tx_dropped");
+    let h3_dropped = counter(&net.hosts[2], "eth0", "tx_dropped");
     // Frames still in the switch's receive ring are neither counted nor dropped yet: wait
     // (bounded) until the switch has taken them.
     let accounted = |v: &Value| {
-        let p = v["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "p3")
-            .cloned()
-            .unwrap();
+        let p = port(v, "p3");
         p["rx_frames"].as_u64().unwrap_or(0) + p["io"]["rx_dropped"].as_u64().unwrap_or(0)
     };
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut after = net.stats();
-    let target = accounted(&before) + h3_tx
-        - (h3_dropped + Net::counter(&net.sw, "p3", "rx_dropped") - sw_drop0);
+    let target =
+        accounted(&before) + h3_tx - (h3_dropped + counter(&net.sw, "p3", "rx_dropped") - sw_drop0);
     while accounted(&after) < target && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
         after = net.stats();
@@ -431,21 +337,12 @@ fn hostile_input_is_counted_and_the_good_flow_keeps_its_delivery() {
 
     // Accounted for: received by the switch on p3, or dropped by the kernel (the switch's
     // receive ring, the veth pair either side), each counted somewhere.
-    let port = |v: &Value, name: &str| -> Value {
-        v["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == name)
-            .cloned()
-            .unwrap()
-    };
     let (p3a, p3b) = (port(&after, "p3"), port(&before, "p3"));
     let delta = |k: &str| p3a[k].as_u64().unwrap_or(0) - p3b[k].as_u64().unwrap_or(0);
     let ring = p3a["io"]["rx_dropped"].as_u64().unwrap_or(0)
         - p3b["io"]["rx_dropped"].as_u64().unwrap_or(0);
     // h3's interface counts what it was handed: the attack plus any frame of its own kernel.
-    let veth = h3_dropped + Net::counter(&net.sw, "p3", "rx_dropped") - sw_drop0;
+    let veth = h3_dropped + counter(&net.sw, "p3", "rx_dropped") - sw_drop0;
     let rx = delta("rx_frames");
     eprintln!("{test}: p3 after: {p3a}");
     assert!(
@@ -521,38 +418,19 @@ fn a_paused_port_does_not_cost_an_unrelated_flow() {
         ("drop-tail", Kind::Pause, &[][..]),
         ("pfc", Kind::Pfc, &["--lossless", "pfc"][..]),
     ] {
-        let mut net = Net::new(&format!("iso_{}", mode.replace('-', "_")));
-        net.start_switch(extra);
+        let net = lab(&format!("iso_{}", mode.replace('-', "_")), extra);
         net.learn();
         let clean = {
             let _b = broadcast_pings(&net);
             net.good_flow()
         };
-        let stop = AtomicBool::new(false);
-        let sent = AtomicU64::new(0);
-        let h3 = net.hosts[2].name().unwrap().to_string();
-        let h1 = net.hosts[0].mac("eth0").unwrap();
-        let paused = std::thread::scope(|s| {
-            let attacker = s.spawn(|| attack(&h3, h1, &[kind], &stop, &sent));
-            std::thread::sleep(Duration::from_millis(300));
-            let _b = broadcast_pings(&net);
-            let d = net.good_flow();
-            stop.store(true, Ordering::Relaxed);
-            attacker.join().unwrap();
-            d
-        });
+        let (paused, sent) = net.good_flow_under_attack(&[kind], Duration::from_millis(300), true);
         let st = net.stats();
-        let p3 = st["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "p3")
-            .cloned()
-            .unwrap();
+        let p3 = port(&st, "p3");
         eprintln!(
             "{test} ({mode}): {} pause frames; good flow clean {clean:.4}, p3 paused {paused:.4}; \
              p3 pause_rx {} pause_storms {}",
-            sent.load(Ordering::Relaxed),
+            sent.iter().sum::<u64>(),
             p3["pause_rx"],
             p3["pause_storms"]
         );
@@ -583,8 +461,7 @@ fn a_flapping_port_does_not_cost_an_unrelated_flow() {
         return;
     }
     let _serial = serial();
-    let mut net = Net::new("flap");
-    net.start_switch(&[]);
+    let net = lab("flap", &[]);
     net.learn();
     let clean = net.good_flow();
     let flapped = std::thread::scope(|s| {
@@ -623,11 +500,11 @@ fn frames_over_the_egress_mtu_are_drops_not_transmissions() {
         return;
     }
     let _serial = serial();
-    let mut net = Net::new("mtu");
+    let mut net = Net::new("mtu", Ipv6::Off);
     // h2's side of the link carries at most 1000-octet payloads.
     net.sw.set_mtu("p2", 1000).unwrap();
     net.hosts[1].set_mtu("eth0", 1000).unwrap();
-    net.start_switch(&[]);
+    net.start_switch(["p1", "p2", "p3"], &[]);
     net.learn();
     let before = net.stats();
     // Five 1200-octet pings: 1242-octet frames that p2 cannot send (h1's MTU is 1500).
@@ -644,16 +521,7 @@ fn frames_over_the_egress_mtu_are_drops_not_transmissions() {
         "10.77.0.2",
     ]);
     let after = net.stats();
-    let p2 = |v: &Value| {
-        v["ports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == "p2")
-            .cloned()
-            .unwrap()
-    };
-    let (a, b) = (p2(&after), p2(&before));
+    let (a, b) = (port(&after, "p2"), port(&before, "p2"));
     let refused = a["drop_reasons"]["tx_refused"].as_u64().unwrap()
         - b["drop_reasons"]["tx_refused"].as_u64().unwrap();
     let oversize =

@@ -1,167 +1,24 @@
 //! Real-network tests of the `cp-switch` daemon (issue: cp-switch, "Tests — real namespaces"):
 //! three hosts in their own namespaces, joined by veth pairs to a switch namespace where the
-//! daemon runs. Each test builds its own lab (unique names) and tears it down on drop, also when
-//! it fails. Run as root; otherwise each test prints why it skips.
+//! daemon runs (`common::switch_lab`). Each test builds its own lab (unique names) and tears it
+//! down on drop, also when it fails. Run as root; otherwise each test prints why it skips.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::switch_lab::{cp_switch, ctl_json, ip, port, Ipv6, Net};
 use serde_json::Value;
-use testbed::netns::{can_run_network_tests, Child, Lab, Namespace};
-
-fn cp_switch() -> PathBuf {
-    let p = testbed::bins::path("cp-switch");
-    assert!(
-        p.exists(),
-        "{} is not built (run `cargo build --workspace` first)",
-        p.display()
-    );
-    p
-}
-
-/// Three hosts h1-h3 (`eth0`, 10.77.0.N/24) cabled to ports p1-p3 of a switch namespace.
-struct Net {
-    lab: Lab,
-    sw: Namespace,
-    hosts: Vec<Namespace>,
-    dir: PathBuf,
-    daemon: Option<Child>,
-}
-
-impl Net {
-    fn new(tag: &str) -> Net {
-        let lab = Lab::new(tag).unwrap();
-        let sw = lab.ns("sw").unwrap();
-        let mut hosts = Vec::new();
-        for i in 1..=3 {
-            let h = lab.ns(&format!("h{i}")).unwrap();
-            lab.veth((&h, "eth0"), (&sw, &format!("p{i}")))
-                .unwrap()
-                .offloads_off()
-                .unwrap()
-                .up()
-                .unwrap();
-            h.add_addr("eth0", &format!("10.77.0.{i}/24")).unwrap();
-            hosts.push(h);
-        }
-        let dir = std::env::temp_dir().join(lab.prefix());
-        std::fs::create_dir_all(&dir).unwrap();
-        Net {
-            lab,
-            sw,
-            hosts,
-            dir,
-            daemon: None,
-        }
-    }
-
-    fn ctl_path(&self) -> PathBuf {
-        self.dir.join("ctl.sock")
-    }
-
-    /// Starts cp-switch on p1-p3 with `extra` arguments and waits until its control socket
-    /// answers.
-    fn start_switch(&mut self, ports: [&str; 3], extra: &[&str]) {
-        let ctl = self.ctl_path();
-        let log = std::fs::File::create(self.dir.join("cp-switch.log")).unwrap();
-        let mut cmd = self.sw.command(cp_switch()).unwrap();
-        for p in ports {
-            cmd.arg("--port").arg(p);
-        }
-        cmd.arg("--ctl").arg(&ctl).args(extra);
-        cmd.stdout(log.try_clone().unwrap()).stderr(log);
-        let mut child = self.sw.spawn_command(cmd).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if ctl_json(&ctl, &["stats"]).is_ok() {
-                break;
-            }
-            if !child.is_running() || Instant::now() > deadline {
-                panic!(
-                    "cp-switch did not come up; log:\n{}",
-                    std::fs::read_to_string(self.dir.join("cp-switch.log")).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.daemon = Some(child);
-    }
-
-    fn stats(&self) -> Value {
-        ctl_json(&self.ctl_path(), &["stats"]).unwrap()
-    }
-
-    fn host(&self, i: usize) -> &Namespace {
-        &self.hosts[i - 1]
-    }
-
-    fn ping(&self, from: usize, to: usize) -> bool {
-        self.host(from)
-            .exec_output(&["ping", "-c", "2", "-i", "0.2", "-W", "2", &ip(to)])
-            .map(|o| o.status.success())
-            .unwrap_or(false)
-    }
-
-    fn rx_bytes(&self, host: usize) -> u64 {
-        self.host(host)
-            .exec(&["cat", "/sys/class/net/eth0/statistics/rx_bytes"])
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        self.daemon.take();
-        let _ = self.lab.teardown();
-        if std::thread::panicking() {
-            eprintln!(
-                "cp-switch log:\n{}",
-                std::fs::read_to_string(self.dir.join("cp-switch.log")).unwrap_or_default()
-            );
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn ip(i: usize) -> String {
-    format!("10.77.0.{i}")
-}
-
-fn ctl_json(ctl: &Path, words: &[&str]) -> Result<Value, String> {
-    let out = Command::new(cp_switch())
-        .arg("ctl")
-        .arg("--socket")
-        .arg(ctl)
-        .args(words)
-        .arg("--json")
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
-    }
-    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
-
-fn port<'a>(stats: &'a Value, name: &str) -> &'a Value {
-    stats["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap()
-}
+use testbed::netns::can_run_network_tests;
 
 #[test]
 fn ping_tcp_and_ctl_across_three_hosts() {
     if !can_run_network_tests("ping_tcp_and_ctl_across_three_hosts") {
         return;
     }
-    let mut net = Net::new("swping");
+    let mut net = Net::new("swping", Ipv6::On);
     net.start_switch(["p1", "p2", "p3"], &[]);
     for (a, b) in [(1, 2), (1, 3), (2, 3)] {
         assert!(net.ping(a, b), "ping h{a} -> h{b} failed");
@@ -210,7 +67,7 @@ fn udp_at_twice_the_port_rate_is_received_at_the_port_rate() {
     if !can_run_network_tests("udp_at_twice_the_port_rate_is_received_at_the_port_rate") {
         return;
     }
-    let mut net = Net::new("swudp");
+    let mut net = Net::new("swudp", Ipv6::On);
     net.start_switch(["p1", "p2,rate=100mbit", "p3"], &[]);
     assert!(net.ping(1, 2));
     let _server = net
@@ -263,7 +120,7 @@ fn lossless_mode_sends_pause_upstream_under_overload() {
         eprintln!("lossless_mode_sends_pause_upstream_under_overload: skipped: tshark missing");
         return;
     }
-    let mut net = Net::new("swpause");
+    let mut net = Net::new("swpause", Ipv6::On);
     net.start_switch(["p1", "p2,rate=50mbit", "p3"], &["--lossless", "pause"]);
     assert!(net.ping(1, 2));
     let pcap = net.dir.join("h1.pcap");
@@ -359,7 +216,7 @@ fn a_port_that_disappears_is_marked_down_and_comes_back() {
     if !can_run_network_tests("a_port_that_disappears_is_marked_down_and_comes_back") {
         return;
     }
-    let mut net = Net::new("swgone");
+    let mut net = Net::new("swgone", Ipv6::On);
     net.start_switch(["p1", "p2", "p3"], &[]);
     assert!(net.ping(1, 3));
     let mac = net.host(3).mac("eth0").unwrap();
@@ -397,7 +254,7 @@ fn sigterm_flushes_the_trace_and_exits_zero() {
     if !can_run_network_tests("sigterm_flushes_the_trace_and_exits_zero") {
         return;
     }
-    let mut net = Net::new("swterm");
+    let mut net = Net::new("swterm", Ipv6::On);
     let trace = net.dir.join("trace.jsonl");
     net.start_switch(
         ["p1", "p2,rate=10mbit", "p3"],

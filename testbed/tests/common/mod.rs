@@ -4,3 +4,4 @@
 
 pub mod netns;
 pub mod repro;
+pub mod switch_lab;
