@@ -31,13 +31,13 @@
 //! the first `warmup` seconds omitted (`iperf3 -O`).
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cnm_proto::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::qcn::{other, sleep, wait_for_socket, WorkDir};
+use super::lab::{cps_sum, line, other, sleep, wait_for_socket, WorkDir};
 use super::BenchError;
 use crate::netns::{self, Child, Lab, Namespace};
 
@@ -262,7 +262,7 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
         }
     }
     if let Some(ctl) = shaped.as_ref().and_then(|b| b.switch_ctl.as_deref()) {
-        report.shaped_cnms = cnms_sent(&cfg.cp_switch, ctl);
+        report.shaped_cnms = cps_sum(&cfg.cp_switch, ctl, "cnm_tx");
     }
     report.shaped = shaped_path;
     drop((bridge, agents, plain, shaped));
@@ -318,21 +318,13 @@ pub fn parse_iperf(json: &[u8]) -> Result<Test, BenchError> {
     })
 }
 
-/// The two hosts of a lab: veths with offloads off, addresses, IPv6 off.
+/// The two hosts of the lab `tag` and the namespace between them (`{tag}1`, `{tag}sw`,
+/// `{tag}2`).
 fn hosts(lab: &Lab, tag: &str) -> Result<(Namespace, Namespace, Namespace), BenchError> {
-    let h1 = lab.ns(&format!("{tag}1"))?;
-    let mid = lab.ns(&format!("{tag}sw"))?;
-    let h2 = lab.ns(&format!("{tag}2"))?;
-    for ns in [&h1, &mid, &h2] {
-        ns.disable_ipv6()?;
-    }
-    lab.veth((&h1, "eth0"), (&mid, "p1"))?
-        .offloads_off()?
-        .up()?;
-    lab.veth((&mid, "p2"), (&h2, "eth0"))?
-        .offloads_off()?
-        .up()?;
-    Ok((h1, mid, h2))
+    line(
+        lab,
+        [&format!("{tag}1"), &format!("{tag}sw"), &format!("{tag}2")],
+    )
 }
 
 fn iperf_server(
@@ -430,15 +422,10 @@ fn build_agents(
     let mut daemons = vec![switch];
     for (i, ns) in [&h1, &h2].into_iter().enumerate() {
         let me = format!("{tag}{}", i + 1);
-        let conf = work.path(&format!("{me}.toml"));
-        std::fs::write(
-            &conf,
-            format!("line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n"),
-        )
-        .map_err(|source| BenchError::Io {
-            role: "config",
-            source,
-        })?;
+        let conf = work.write_config(
+            &format!("{me}.toml"),
+            &format!("line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n"),
+        )?;
         let actl = work.path(&format!("{me}.sock"));
         let alog = work.path(&format!("{me}.log"));
         let ip = format!("10.78.{subnet}.{}/24", i + 1);
@@ -475,27 +462,6 @@ fn build_agents(
         _server: server,
         switch_ctl: Some(ctl),
     })
-}
-
-/// CNMs sent by every CP of a running cp-switch (0 when unknown).
-fn cnms_sent(bin: &Path, ctl: &Path) -> u64 {
-    let Ok(out) = std::process::Command::new(bin)
-        .arg("ctl")
-        .arg("--socket")
-        .arg(ctl)
-        .args(["stats", "--json"])
-        .output()
-    else {
-        return 0;
-    };
-    serde_json::from_slice::<Value>(&out.stdout)
-        .ok()
-        .and_then(|v| {
-            v["cps"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|c| c["cnm_tx"].as_u64()).sum())
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //!   100 ms windows at 1 Gb/s.
 //! * [`app`] — `testbed bench app`: iperf3 TCP through the agents and cp-switch against the
 //!   Linux bridge, side by side, and through a shaped 1 Gb/s bottleneck with QCN active.
+//! * `lab` — what the namespace benchmarks share: line topologies, working directory,
+//!   daemon control sockets.
 //! * [`sim`] — `testbed bench sim`: speed of the simulator on the 10 Gb/s dumbbell and
 //!   parking lot (simulated seconds per wall second, CPU per simulated second, events and
 //!   deliveries per second, peak memory).
@@ -16,6 +18,7 @@ pub mod app;
 pub mod blast;
 pub mod forwarding;
 pub mod frame;
+mod lab;
 pub mod qcn;
 pub mod report;
 pub mod sim;

@@ -44,10 +44,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::blast::{self, Endpoint};
+use super::lab::{cps_sum, ctl_json, line, other, pair, sleep, wait_for_socket, WorkDir};
 use super::report::Measurement;
 use super::BenchError;
 use crate::netns::{self, Child, Lab, Namespace};
-use crate::signals;
 
 /// Frame size of the TAP writer (octets, as the host stack would hand them to the TAP).
 pub const AGENT_FRAME: usize = 1000;
@@ -303,60 +303,6 @@ pub fn run(cfg: &Config) -> Result<QcnReport, BenchError> {
     Ok(report)
 }
 
-pub(super) fn other(role: &'static str, msg: impl Into<String>) -> BenchError {
-    BenchError::Io {
-        role,
-        source: std::io::Error::other(msg.into()),
-    }
-}
-
-pub(super) fn sleep(d: std::time::Duration) -> Result<(), BenchError> {
-    if signals::sleep_or_interrupted(d) {
-        return Err(signals::Interrupted.into());
-    }
-    Ok(())
-}
-
-/// Waits until `path` exists (a daemon's control socket) or `child` exits.
-pub(super) fn wait_for_socket(
-    child: &mut Child,
-    path: &Path,
-    log: &Path,
-) -> Result<(), BenchError> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while !path.exists() {
-        if !child.is_running() || std::time::Instant::now() > deadline {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            return Err(other("daemon", format!("did not start: {text}")));
-        }
-        sleep(std::time::Duration::from_millis(50))?;
-    }
-    Ok(())
-}
-
-/// A working directory under the temporary directory, removed on drop.
-pub(super) struct WorkDir(PathBuf);
-
-impl WorkDir {
-    pub(super) fn new(lab: &Lab) -> Result<WorkDir, BenchError> {
-        let p = std::env::temp_dir().join(format!("{}-qcn", lab.prefix()));
-        std::fs::create_dir_all(&p).map_err(|source| BenchError::Io {
-            role: "workdir",
-            source,
-        })?;
-        Ok(WorkDir(p))
-    }
-    pub(super) fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Writes frames into the TAP `ifname` of `ns` (from the host side) until `stop`, cycling over
 /// `dsts`; counts frames handed over in `sent`.
 fn tap_writer(
@@ -440,14 +386,7 @@ fn read_events(path: &Path) -> Vec<Value> {
 fn latency(cfg: &Config) -> Result<Latency, BenchError> {
     let lab = Lab::new("qlat")?;
     let work = WorkDir::new(&lab)?;
-    let h1 = lab.ns("h1")?;
-    let sw = lab.ns("sw")?;
-    let h2 = lab.ns("h2")?;
-    for ns in [&h1, &sw, &h2] {
-        ns.disable_ipv6()?;
-    }
-    lab.veth((&h1, "eth0"), (&sw, "p1"))?.offloads_off()?.up()?;
-    lab.veth((&sw, "p2"), (&h2, "eth0"))?.offloads_off()?.up()?;
+    let (h1, sw, h2) = line(&lab, ["h1", "sw", "h2"])?;
     let h2_mac = h2.mac("eth0")?;
 
     let sw_trace = work.path("sw.jsonl");
@@ -549,14 +488,7 @@ pub const PAIR_WINDOW_NS: u64 = 100_000_000;
 fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
     let lab = Lab::new("qsmp")?;
     let work = WorkDir::new(&lab)?;
-    let h1 = lab.ns("h1")?;
-    let sw = lab.ns("sw")?;
-    let h2 = lab.ns("h2")?;
-    for ns in [&h1, &sw, &h2] {
-        ns.disable_ipv6()?;
-    }
-    lab.veth((&h1, "eth0"), (&sw, "p1"))?.offloads_off()?.up()?;
-    lab.veth((&sw, "p2"), (&h2, "eth0"))?.offloads_off()?.up()?;
+    let (h1, sw, h2) = line(&lab, ["h1", "sw", "h2"])?;
     let ep = |ns: &Namespace| -> Result<Endpoint, BenchError> {
         Ok(Endpoint {
             ns: ns.clone(),
@@ -595,7 +527,7 @@ fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
             let m: Measurement = blast::measure(&tx, &rx, &spec)?;
             if mode == "output" {
                 out.cp_output_fps.push(m.rx_fps);
-                out.samples = cp_samples(&cfg.cp_switch, &ctl);
+                out.samples = cps_sum(&cfg.cp_switch, &ctl, "samples");
             } else {
                 out.cp_off_fps.push(m.rx_fps);
             }
@@ -614,27 +546,6 @@ fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
     Ok(out)
 }
 
-/// Total CP samples of a running cp-switch (0 when unknown).
-fn cp_samples(bin: &Path, ctl: &Path) -> u64 {
-    let Ok(out) = std::process::Command::new(bin)
-        .arg("ctl")
-        .arg("--socket")
-        .arg(ctl)
-        .args(["stats", "--json"])
-        .output()
-    else {
-        return 0;
-    };
-    serde_json::from_slice::<Value>(&out.stdout)
-        .ok()
-        .and_then(|v| {
-            v["cps"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|c| c["samples"].as_u64()).sum())
-        })
-        .unwrap_or(0)
-}
-
 fn rx_packets(ns: &Namespace, ifname: &str) -> Result<u64, BenchError> {
     let text = ns.exec(&[
         "cat",
@@ -649,14 +560,7 @@ fn rx_packets(ns: &Namespace, ifname: &str) -> Result<u64, BenchError> {
 fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> {
     let lab = Lab::new("qagt")?;
     let work = WorkDir::new(&lab)?;
-    let h1 = lab.ns("h1")?;
-    let h2 = lab.ns("h2")?;
-    for ns in [&h1, &h2] {
-        ns.disable_ipv6()?;
-    }
-    lab.veth((&h1, "eth0"), (&h2, "eth0"))?
-        .offloads_off()?
-        .up()?;
+    let (h1, h2) = pair(&lab)?;
     // rpg_max_rate below the line rate: a limiter, once created by a CNM, is never released.
     let (mut agent, ctl) = start_agent(
         cfg,
@@ -804,14 +708,7 @@ pub fn pacing_row(source: &str, target_bps: f64, rates: &[f64]) -> PacingRow {
 fn pacing(cfg: &Config, source: &str) -> Result<PacingRow, BenchError> {
     let lab = Lab::new("qpac")?;
     let work = WorkDir::new(&lab)?;
-    let h1 = lab.ns("h1")?;
-    let h2 = lab.ns("h2")?;
-    for ns in [&h1, &h2] {
-        ns.disable_ipv6()?;
-    }
-    lab.veth((&h1, "eth0"), (&h2, "eth0"))?
-        .offloads_off()?
-        .up()?;
+    let (h1, h2) = pair(&lab)?;
     let h2_mac = h2.mac("eth0")?;
     let toml =
         format!("line_rate = \"{PACING_RATE}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n");
@@ -840,11 +737,7 @@ fn pacing(cfg: &Config, source: &str) -> Result<PacingRow, BenchError> {
         let _ = agent.stop(std::time::Duration::from_secs(3));
         r?
     } else {
-        let conf = work.path("gen.toml");
-        std::fs::write(&conf, &toml).map_err(|source| BenchError::Io {
-            role: "config",
-            source,
-        })?;
+        let conf = work.write_config("gen.toml", &toml)?;
         let log = work.path("gen.log");
         let dst = netns::format_mac(h2_mac);
         let size = AGENT_FRAME.to_string();
@@ -880,17 +773,7 @@ fn pacing(cfg: &Config, source: &str) -> Result<PacingRow, BenchError> {
 
 /// Flows of the agent whose limiter is engaged.
 fn limited_flows(bin: &Path, ctl: &Path) -> usize {
-    let Ok(out) = std::process::Command::new(bin)
-        .arg("ctl")
-        .arg("--socket")
-        .arg(ctl)
-        .args(["show", "flows", "--json"])
-        .output()
-    else {
-        return 0;
-    };
-    serde_json::from_slice::<Value>(&out.stdout)
-        .ok()
+    ctl_json(bin, ctl, &["show", "flows"])
         .and_then(|v| {
             v.as_array()
                 .map(|a| a.iter().filter(|f| f["state"] != "released").count())
@@ -964,11 +847,7 @@ fn start_agent(
     toml: &str,
     trace: Option<&Path>,
 ) -> Result<(Child, PathBuf), BenchError> {
-    let conf = work.path("agent.toml");
-    std::fs::write(&conf, toml).map_err(|source| BenchError::Io {
-        role: "config",
-        source,
-    })?;
+    let conf = work.write_config("agent.toml", toml)?;
     let ctl = work.path("agent.sock");
     let log = work.path("agent.log");
     let mut args: Vec<&OsStr> = vec![
