@@ -254,7 +254,7 @@ struct Port {
     /// The Ready indicators last advertised (`auto` ports).
     advertised: Option<u8>,
     /// Priority a frame received with priority p is queued at: p itself, or the alternate
-    /// priority for a CNPV on an `edge` port (`crate::config::CndDefense`).
+    /// priority for a CNPV on an `edge` port (`crate::cnd::CndDefense`).
     remap: [u8; P],
 }
 

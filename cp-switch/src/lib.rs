@@ -15,9 +15,11 @@
 #![forbid(unsafe_code)]
 
 pub mod bridge;
+pub mod cnd;
 pub mod config;
 pub mod cp;
 pub mod delay;
+pub mod error;
 pub mod fdb;
 pub mod forward;
 pub mod outq;

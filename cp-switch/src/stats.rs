@@ -6,6 +6,7 @@
 //! (drops, PAUSE on/off, CNMs, rate and delay changes, link changes) are kept in a bounded log
 //! the daemon drains into its trace.
 
+pub use crate::cnd::NeighbourCn;
 use crate::cp::CpStats;
 use crate::fdb::FdbStats;
 use crate::PortId;
@@ -144,7 +145,7 @@ pub struct PortCounters {
     /// Frames received whose destination was flooded.
     pub flooded: u64,
     /// Frames received with a CNPV priority on an `edge` port and queued at the alternate
-    /// priority (`crate::config::CndDefense`).
+    /// priority (`crate::cnd::CndDefense`).
     pub cn_remapped: u64,
     /// Frames sent without the CN-TAG they were received with (`edge`/`interior` port).
     pub cn_tag_stripped: u64,
@@ -210,8 +211,8 @@ pub struct PortStats {
     pub lldp_rx: u64,
     /// LLDP frames sent (`auto` CND defence).
     pub lldp_tx: u64,
-    /// The CND defence configured (`crate::config::CndDefense`).
-    pub cnd_defense: crate::config::CndDefense,
+    /// The CND defence configured (`crate::cnd::CndDefense`).
+    pub cnd_defense: crate::cnd::CndDefense,
     /// Priorities whose frames leave with their CN-TAG now (bit p = priority p): what the
     /// defence mode and the neighbour's CN TLV allow.
     pub cn_tag_kept: u8,
@@ -229,15 +230,6 @@ pub struct PortStats {
     pub paused_by_peer: u8,
     /// Octets in flight on the delay line.
     pub in_flight_bytes: u64,
-}
-
-/// What a neighbour announced in the LLDP Congestion Notification TLV (802.1Q Annex D).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct NeighbourCn {
-    /// Per-priority CNPV indicators (bit p: priority p).
-    pub cnpv: u8,
-    /// Per-priority Ready indicators (bit p: priority p).
-    pub ready: u8,
 }
 
 /// Input or output queue.

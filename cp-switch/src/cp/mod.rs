@@ -62,7 +62,7 @@ pub mod qcn;
 pub use culprit::Culprit;
 pub use flows::NO_FLOW;
 
-use crate::config::{ConfigError, NUM_PRIORITIES};
+use crate::error::{ConfigError, NUM_PRIORITIES};
 use crate::PortId;
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{CpId, EthernetAddress};

@@ -96,8 +96,8 @@ pub struct PortSpec {
     /// Propagation delay added after serialisation.
     #[serde(default)]
     pub delay: Option<Duration>,
-    /// CND defence (`disabled`, `edge`, `interior`, `interior-ready`; default
-    /// `interior-ready`), `cp_switch::config::CndDefense`.
+    /// CND defence (`auto`, `disabled`, `edge`, `interior`, `interior-ready`; default
+    /// `auto`), `cp_switch::config::CndDefense`.
     #[serde(default)]
     pub cnd_defense: Option<cp_switch::config::CndDefense>,
     /// Alternate priority of an `edge` port (default: the standard rule).
