@@ -457,6 +457,35 @@ impl BridgeConfig {
         }
         check_priority("default_priority", self.default_priority)?;
         check_vid("pvid", self.pvid)?;
+        self.validate_ports()?;
+        self.validate_fdb()?;
+        self.validate_buffers()?;
+        self.validate_lossless()?;
+        if self.lossless.nominal_rate == Rate::ZERO {
+            return Err(ConfigError::new(
+                "lossless.nominal_rate",
+                "must be positive",
+            ));
+        }
+        if self.scheduler.weights.contains(&0) {
+            return Err(ConfigError::new(
+                "scheduler.weights",
+                "every weight must be at least 1",
+            ));
+        }
+        if self.event_capacity == 0 || self.event_capacity > MAX_EVENT_CAPACITY {
+            return Err(ConfigError::new(
+                "event_capacity",
+                format!("{} is not in 1..={MAX_EVENT_CAPACITY}", self.event_capacity),
+            ));
+        }
+        self.validate_bounds()?;
+        self.cp.validate().map_err(|e| e.within("cp"))?;
+        Ok(())
+    }
+
+    /// The ports: names, rates, priorities and CND defence.
+    fn validate_ports(&self) -> Result<(), ConfigError> {
         for (i, p) in self.ports.iter().enumerate() {
             if p.name.is_empty() {
                 return Err(ConfigError::new(format!("ports[{i}].name"), "empty name"));
@@ -496,6 +525,11 @@ impl BridgeConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The static FDB entries.
+    fn validate_fdb(&self) -> Result<(), ConfigError> {
         for (i, s) in self.fdb.static_entries.iter().enumerate() {
             if !self.ports.iter().any(|p| p.name == s.port) {
                 return Err(ConfigError::new(
@@ -513,6 +547,11 @@ impl BridgeConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The ageing time, the frame size and the buffers that must hold one.
+    fn validate_buffers(&self) -> Result<(), ConfigError> {
         if self.fdb.ageing == Duration::ZERO {
             return Err(ConfigError::new("fdb.ageing", "must be positive"));
         }
@@ -554,6 +593,11 @@ impl BridgeConfig {
                 "must be at least 1",
             ));
         }
+        Ok(())
+    }
+
+    /// The PAUSE/PFC thresholds (only when lossless).
+    fn validate_lossless(&self) -> Result<(), ConfigError> {
         if self.lossless.mode != LosslessMode::None {
             let l = &self.lossless;
             if l.qlow >= l.qhigh {
@@ -578,26 +622,6 @@ impl BridgeConfig {
                 ));
             }
         }
-        if self.lossless.nominal_rate == Rate::ZERO {
-            return Err(ConfigError::new(
-                "lossless.nominal_rate",
-                "must be positive",
-            ));
-        }
-        if self.scheduler.weights.contains(&0) {
-            return Err(ConfigError::new(
-                "scheduler.weights",
-                "every weight must be at least 1",
-            ));
-        }
-        if self.event_capacity == 0 || self.event_capacity > MAX_EVENT_CAPACITY {
-            return Err(ConfigError::new(
-                "event_capacity",
-                format!("{} is not in 1..={MAX_EVENT_CAPACITY}", self.event_capacity),
-            ));
-        }
-        self.validate_bounds()?;
-        self.cp.validate().map_err(|e| e.within("cp"))?;
         Ok(())
     }
 }
