@@ -609,6 +609,34 @@ pub struct Built {
     pub bottleneck: Option<LinkId>,
 }
 
+/// The flows of a topology as [`Topology::build_parts`] sorts them out.
+#[derive(Default)]
+struct FlowPlan {
+    /// Generator (and UDP) flows by sending host.
+    by_host: BTreeMap<String, Vec<FlowSpec>>,
+    /// Bulk TCP transfers (the hosts' TCP endpoints carry them).
+    bulk: Vec<BulkFlow>,
+    /// Every flow, as [`Built::flows`] lists it.
+    list: Vec<(String, u32, String, String, Instant, Instant)>,
+}
+
+/// One bulk TCP `[[flow]]`, both ends resolved.
+struct BulkFlow {
+    /// Flow id (its index in the file).
+    id: u32,
+    /// Sending host and its MAC.
+    src: String,
+    smac: EthernetAddress,
+    /// Receiving host and its MAC.
+    dst: String,
+    dmac: EthernetAddress,
+    /// Frame length (octets, no FCS).
+    frame_len: usize,
+    /// First and last instant of sending.
+    start: Instant,
+    stop: Instant,
+}
+
 impl Topology {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<Topology, TopoError> {
@@ -762,9 +790,49 @@ impl Topology {
     /// [`Topology::build`] without scheduling the events: the simulation, and every
     /// `[[event]]` as the engine action it becomes, in file order (checked, not yet queued).
     /// The runner queues them itself ([`crate::run::sim`]).
+    ///
+    /// The steps, each checking its part of the file: node and link names
+    /// ([`Topology::check_links`]), the links as the engine takes them
+    /// ([`Topology::link_specs`]), the flows ([`Topology::plan_flows`]), the TCP endpoints
+    /// ([`Topology::plan_tcp`]), the switches and hosts with their settings
+    /// ([`Topology::add_switches`], [`Topology::add_hosts`]), then the events and outputs
+    /// against the built simulation.
     #[allow(clippy::type_complexity)]
     pub fn build_parts(&self) -> Result<(Sim, Built, Vec<(Instant, Action)>), TopoError> {
-        // Names and port names.
+        let names = self.check_links()?;
+        let graph = self.graph();
+        let specs = self.link_specs(&graph, &names);
+        let macs = self.host_macs();
+        let mut flows = self.plan_flows(&macs)?;
+        let mut tcp = self.plan_tcp(&macs, std::mem::take(&mut flows.bulk))?;
+
+        let mut b = SimBuilder::new(self.seed);
+        b.options(self.trace_options());
+        let mut built = Built {
+            hosts: Vec::new(),
+            switches: Vec::new(),
+            flows: flows.list,
+            bottleneck: None,
+        };
+        let switch_cfgs = self.add_switches(&mut b, &mut built, &graph, &macs)?;
+        let host_cfgs =
+            self.add_hosts(&mut b, &mut built, &graph, &macs, flows.by_host, &mut tcp)?;
+        for (a, bb, spec) in specs {
+            b.link(NodeId(a), NodeId(bb), spec);
+        }
+        let sim = b
+            .build()
+            .map_err(|e| self.err("(topology)", e.to_string()))?;
+        self.check_param_events(&switch_cfgs, &host_cfgs)?;
+        let events = self.event_actions(&sim)?;
+        built.bottleneck = self.check_outputs(&sim)?;
+        Ok((sim, built, events))
+    }
+
+    /// Checks node and link names (no host named like a switch; every link between two
+    /// known, distinct nodes, above zero rate, under a name of its own); every node's name in
+    /// node-id order (switches, then hosts, each sorted).
+    fn check_links(&self) -> Result<Vec<String>, TopoError> {
         let mut names: Vec<String> = self.switch.keys().cloned().collect();
         names.extend(self.host.keys().cloned());
         for n in self.host.keys() {
@@ -794,13 +862,18 @@ impl Topology {
             }
             link_names.push(name);
         }
-        // Port names, paths and static FDB entries: the graph both worlds share.
-        let graph = self.graph();
+        Ok(names)
+    }
+
+    /// The links as the engine takes them: (end a's node index, end b's, spec), names and
+    /// port names from the graph both worlds share. Links naming unknown nodes are left out
+    /// ([`Topology::check_links`] refuses them).
+    fn link_specs(&self, graph: &Graph, names: &[String]) -> Vec<(usize, usize, LinkSpec)> {
+        let index = |n: &str| names.iter().position(|x| x == n);
         let mut specs = Vec::new();
         for (l, info) in self.link.iter().zip(&graph.links) {
-            let (a, b) = (index(&l.a), index(&l.b));
-            let (Some(a), Some(b)) = (a, b) else {
-                continue; // checked above
+            let (Some(a), Some(b)) = (index(&l.a), index(&l.b)) else {
+                continue;
             };
             specs.push((
                 a,
@@ -814,24 +887,14 @@ impl Topology {
                 },
             ));
         }
-        let macs = self.host_macs();
+        specs
+    }
 
-        // Flows.
+    /// The `[[flow]]`s checked and sorted out: generator flows (and UDP, a CBR generator) by
+    /// sending host, bulk TCP transfers apart, and the list every flow appears in.
+    fn plan_flows(&self, macs: &BTreeMap<String, EthernetAddress>) -> Result<FlowPlan, TopoError> {
         let end = Instant::ZERO + self.duration;
-        let mut flows_by_host: BTreeMap<String, Vec<FlowSpec>> = BTreeMap::new();
-        let mut flow_list = Vec::new();
-        // Bulk TCP flows: (id, src, src MAC, dst, dst MAC, frame length, start, stop).
-        #[allow(clippy::type_complexity)]
-        let mut bulk: Vec<(
-            u32,
-            String,
-            EthernetAddress,
-            String,
-            EthernetAddress,
-            usize,
-            Instant,
-            Instant,
-        )> = Vec::new();
+        let mut plan = FlowPlan::default();
         for (i, f) in self.flow.iter().enumerate() {
             if !self.host.contains_key(&f.src) {
                 return Err(self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src)));
@@ -848,14 +911,13 @@ impl Topology {
                     format!("is the flow's own source {:?}", f.src),
                 ));
             }
-            let kind = f.kind;
             if !(60..=9000).contains(&f.frame_len) {
                 return Err(self.err(format!("flow[{i}].frame_len"), "must be in 60..=9000"));
             }
             let name = f.name.clone().unwrap_or_else(|| format!("f{i}"));
             let start = Instant::ZERO + f.start;
             let stop = f.stop.map_or(end, |s| Instant::ZERO + s);
-            let pattern = match kind {
+            let pattern = match f.kind {
                 FlowKind::Gen(p) => p,
                 // The simulator's CBR generator sends `rate` of whole frames, as the netns
                 // runner's iperf3 does once its application rate is converted.
@@ -866,21 +928,22 @@ impl Topology {
                             self.err(format!("flow[{i}].src"), format!("no host {:?}", f.src))
                         );
                     };
-                    bulk.push((
-                        i as u32,
-                        f.src.clone(),
+                    plan.bulk.push(BulkFlow {
+                        id: i as u32,
+                        src: f.src.clone(),
                         smac,
-                        f.dst.clone(),
-                        dst,
-                        f.frame_len,
+                        dst: f.dst.clone(),
+                        dmac: dst,
+                        frame_len: f.frame_len,
                         start,
                         stop,
-                    ));
-                    flow_list.push((name, i as u32, f.src.clone(), f.dst.clone(), start, stop));
+                    });
+                    plan.list
+                        .push((name, i as u32, f.src.clone(), f.dst.clone(), start, stop));
                     continue;
                 }
             };
-            flow_list.push((
+            plan.list.push((
                 name.clone(),
                 i as u32,
                 f.src.clone(),
@@ -888,7 +951,7 @@ impl Topology {
                 start,
                 stop,
             ));
-            flows_by_host
+            plan.by_host
                 .entry(f.src.clone())
                 .or_default()
                 .push(FlowSpec {
@@ -901,8 +964,16 @@ impl Topology {
                     stop,
                 });
         }
+        Ok(plan)
+    }
 
-        // Incast endpoints.
+    /// The TCP endpoints of every host: the `[[incast]]` clients and servers (checked), then
+    /// both ends of every bulk TCP flow.
+    fn plan_tcp(
+        &self,
+        macs: &BTreeMap<String, EthernetAddress>,
+        bulk: Vec<BulkFlow>,
+    ) -> Result<BTreeMap<String, TcpHost>, TopoError> {
         let mut tcp_by_host: BTreeMap<String, TcpHost> = BTreeMap::new();
         for (i, inc) in self.incast.iter().enumerate() {
             inc.validate()
@@ -943,20 +1014,26 @@ impl Topology {
                     Instant::ZERO + inc.start,
                 );
         }
-
-        for (id, src, smac, dst, dmac, frame_len, start, stop) in bulk {
+        for f in bulk {
+            tcp_by_host.entry(f.src).or_default().add_bulk_sender(
+                f.id,
+                f.frame_len,
+                f.smac,
+                f.dmac,
+                f.start,
+                f.stop,
+            );
             tcp_by_host
-                .entry(src)
+                .entry(f.dst)
                 .or_default()
-                .add_bulk_sender(id, frame_len, smac, dmac, start, stop);
-            tcp_by_host
-                .entry(dst)
-                .or_default()
-                .add_bulk_receiver(id, dmac, smac);
+                .add_bulk_receiver(f.id, f.dmac, f.smac);
         }
+        Ok(tcp_by_host)
+    }
 
-        // Nodes.
-        let opts = TraceOptions {
+    /// `[output]`'s intervals, the engine's defaults where the file has none.
+    fn trace_options(&self) -> TraceOptions {
+        TraceOptions {
             trace_interval: self
                 .output
                 .trace_interval
@@ -966,77 +1043,94 @@ impl Topology {
                 .sample_interval
                 .unwrap_or(TraceOptions::default().sample_interval),
             warmup: self.output.warmup.unwrap_or(Duration::ZERO),
-        };
-        let mut b = SimBuilder::new(self.seed);
-        b.options(opts);
-        let mut switch_cfgs: BTreeMap<String, cp_switch::CpConfig> = BTreeMap::new();
-        let mut host_cfgs: BTreeMap<String, AgentConfig> = BTreeMap::new();
-        let mut built = Built {
-            hosts: Vec::new(),
-            switches: Vec::new(),
-            flows: flow_list,
-            bottleneck: None,
-        };
+        }
+    }
+
+    /// Adds every switch (sorted by name) with its bridge settings; the congestion-point
+    /// settings of each, which the parameter events start from.
+    fn add_switches(
+        &self,
+        b: &mut SimBuilder,
+        built: &mut Built,
+        graph: &Graph,
+        macs: &BTreeMap<String, EthernetAddress>,
+    ) -> Result<BTreeMap<String, cp_switch::CpConfig>, TopoError> {
+        let mut cps = BTreeMap::new();
         for (name, sw) in &self.switch {
-            let field = format!("switch.{name}.bridge");
-            let mut cfg: BridgeConfig = match &sw.bridge {
-                Some(t) => {
-                    if t.contains_key("ports") {
-                        return Err(
-                            self.err(format!("{field}.ports"), "ports come from [[link]] entries")
-                        );
-                    }
-                    t.clone()
-                        .try_into()
-                        .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?
-                }
-                None => BridgeConfig::default(),
-            };
-            if sw.static_fdb {
-                for (h, port) in graph.fdb(name) {
-                    if let Some(mac) = macs.get(&h) {
-                        cfg.fdb.static_entries.push(StaticEntry {
-                            mac: *mac,
-                            vid: None,
-                            port,
-                        });
-                    }
-                }
-            }
-            // Validate early so the error names this table (ports are added by the builder).
-            let mut probe = cfg.clone();
-            probe.ports = graph
-                .ports(name)
-                .iter()
-                .map(|e| cp_switch::PortConfig::new(e.port.clone()))
-                .collect();
-            if let Err(e) = probe.validate() {
-                return Err(self.err(format!("{field}.{}", e.field), e.reason));
-            }
-            switch_cfgs.insert(name.clone(), cfg.cp.clone());
+            let cfg = self.bridge_config(name, sw, graph, macs)?;
+            cps.insert(name.clone(), cfg.cp.clone());
             let id = b.switch(name.clone(), cfg);
             built.switches.push((name.clone(), id));
         }
-        for (name, h) in &self.host {
-            let field = format!("host.{name}.agent");
-            let mut table = h.agent.clone().unwrap_or_default();
-            let mac = macs[name];
-            let first_link = graph.uplink(name).map(|li| self.link[li].rate);
-            if !table.contains_key("line_rate") {
-                if let Some(r) = first_link {
-                    table.insert("line_rate".into(), toml::Value::String(r.to_string()));
+        Ok(cps)
+    }
+
+    /// A switch's bridge settings: `[switch.NAME.bridge]` over the defaults, the static FDB
+    /// entries of the graph, validated with the ports the links give it (the error names the
+    /// table).
+    fn bridge_config(
+        &self,
+        name: &str,
+        sw: &SwitchSpec,
+        graph: &Graph,
+        macs: &BTreeMap<String, EthernetAddress>,
+    ) -> Result<BridgeConfig, TopoError> {
+        let field = format!("switch.{name}.bridge");
+        let mut cfg: BridgeConfig = match &sw.bridge {
+            Some(t) => {
+                if t.contains_key("ports") {
+                    return Err(
+                        self.err(format!("{field}.ports"), "ports come from [[link]] entries")
+                    );
+                }
+                t.clone()
+                    .try_into()
+                    .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?
+            }
+            None => BridgeConfig::default(),
+        };
+        if sw.static_fdb {
+            for (h, port) in graph.fdb(name) {
+                if let Some(mac) = macs.get(&h) {
+                    cfg.fdb.static_entries.push(StaticEntry {
+                        mac: *mac,
+                        vid: None,
+                        port,
+                    });
                 }
             }
-            if !table.contains_key("mac") {
-                table.insert("mac".into(), toml::Value::String(mac.to_string()));
-            }
-            let cfg: AgentConfig = table
-                .try_into()
-                .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?;
-            if let Err(e) = cfg.validate() {
-                return Err(self.err(format!("{field}.{}", e.field), e.reason));
-            }
-            host_cfgs.insert(name.clone(), cfg.clone());
+        }
+        // Validate early so the error names this table (ports are added by the builder).
+        let mut probe = cfg.clone();
+        probe.ports = graph
+            .ports(name)
+            .iter()
+            .map(|e| cp_switch::PortConfig::new(e.port.clone()))
+            .collect();
+        if let Err(e) = probe.validate() {
+            return Err(self.err(format!("{field}.{}", e.field), e.reason));
+        }
+        Ok(cfg)
+    }
+
+    /// Adds every host (sorted by name) with its agent settings, flows and TCP endpoints; the
+    /// agent settings of each, which the parameter events start from.
+    fn add_hosts(
+        &self,
+        b: &mut SimBuilder,
+        built: &mut Built,
+        graph: &Graph,
+        macs: &BTreeMap<String, EthernetAddress>,
+        mut flows_by_host: BTreeMap<String, Vec<FlowSpec>>,
+        tcp_by_host: &mut BTreeMap<String, TcpHost>,
+    ) -> Result<BTreeMap<String, AgentConfig>, TopoError> {
+        let mut cfgs = BTreeMap::new();
+        for (name, h) in &self.host {
+            let Some(&mac) = macs.get(name) else {
+                continue; // host_macs names every host
+            };
+            let cfg = self.agent_config(name, h, graph, mac)?;
+            cfgs.insert(name.clone(), cfg.clone());
             if graph.degree(name) > 1 {
                 return Err(self.err(
                     format!("host.{name}"),
@@ -1054,16 +1148,37 @@ impl Topology {
             });
             built.hosts.push((name.clone(), id));
         }
-        for (a, bb, spec) in specs {
-            b.link(NodeId(a), NodeId(bb), spec);
+        Ok(cfgs)
+    }
+
+    /// A host's agent settings: `[host.NAME.agent]` over the defaults, the line rate that of
+    /// its uplink and the MAC the host's unless the table sets them; validated (the error
+    /// names the table).
+    fn agent_config(
+        &self,
+        name: &str,
+        h: &HostSpec,
+        graph: &Graph,
+        mac: EthernetAddress,
+    ) -> Result<AgentConfig, TopoError> {
+        let field = format!("host.{name}.agent");
+        let mut table = h.agent.clone().unwrap_or_default();
+        let first_link = graph.uplink(name).map(|li| self.link[li].rate);
+        if !table.contains_key("line_rate") {
+            if let Some(r) = first_link {
+                table.insert("line_rate".into(), toml::Value::String(r.to_string()));
+            }
         }
-        let sim = b
-            .build()
-            .map_err(|e| self.err("(topology)", e.to_string()))?;
-        self.check_param_events(&switch_cfgs, &host_cfgs)?;
-        let events = self.event_actions(&sim)?;
-        built.bottleneck = self.check_outputs(&sim)?;
-        Ok((sim, built, events))
+        if !table.contains_key("mac") {
+            table.insert("mac".into(), toml::Value::String(mac.to_string()));
+        }
+        let cfg: AgentConfig = table
+            .try_into()
+            .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?;
+        if let Err(e) = cfg.validate() {
+            return Err(self.err(format!("{field}.{}", e.field), e.reason));
+        }
+        Ok(cfg)
     }
 
     /// Every `[[event]]` as the engine action it becomes, in file order, each checked against
