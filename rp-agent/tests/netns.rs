@@ -213,6 +213,86 @@ fn gen_to_sink(udp: bool) {
     let _ = net.id;
 }
 
+/// An agent in namespace `a` with a TAP at `SUBNET.1/24` on the uplink `ia`, the far side
+/// `ib` at `SUBNET.2/24`; `extra` are more agent arguments. Waits for its control socket.
+struct TapAgent {
+    idx: usize,
+    sock: String,
+    tap: String,
+    subnet: String,
+}
+
+impl TapAgent {
+    fn start(net: &mut Net, extra: &[&str]) -> TapAgent {
+        let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
+        let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
+        sh(&[
+            "ip",
+            "-n",
+            &b,
+            "addr",
+            "add",
+            &format!("{subnet}.2/24"),
+            "dev",
+            &ib,
+        ]);
+        let sock = std::env::temp_dir().join(format!("rpa-{}.sock", net.id));
+        let sock_s = sock.to_string_lossy().to_string();
+        let tap = format!("rpa{}t", net.id);
+        let cidr = format!("{subnet}.1/24");
+        let mut args = vec![
+            "--uplink", &ia, "--tap", &tap, "--tap-ip", &cidr, "--ctl", &sock_s,
+        ];
+        args.extend_from_slice(extra);
+        let idx = net.spawn(&a, &args);
+        let t = Instant::now();
+        while !sock.exists() {
+            assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        TapAgent {
+            idx,
+            sock: sock_s,
+            tap,
+            subnet,
+        }
+    }
+
+    /// `ping -c N` from the host to the far side; its output.
+    fn ping(&self, net: &Net, n: u32) -> String {
+        let ping = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &net.a,
+                "ping",
+                "-c",
+                &n.to_string(),
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+            ])
+            .arg(format!("{}.2", self.subnet))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&ping.stdout).to_string();
+        assert!(ping.status.success(), "ping: {text}");
+        text
+    }
+
+    /// SIGTERM; the agent must exit cleanly.
+    fn stop(&self, net: &mut Net) {
+        net.terminate(self.idx);
+        let out = net.wait(self.idx, Duration::from_secs(10));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn tap_ping_across() {
     if !is_root() {
@@ -220,55 +300,10 @@ fn tap_ping_across() {
         return;
     }
     let mut net = Net::new();
-    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
-    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
-    sh(&[
-        "ip",
-        "-n",
-        &b,
-        "addr",
-        "add",
-        &format!("{subnet}.2/24"),
-        "dev",
-        &ib,
-    ]);
-    let sock = std::env::temp_dir().join(format!("rpa-{}.sock", net.id));
-    let sock_s = sock.to_string_lossy().to_string();
-    let tap = format!("rpa{}t", net.id);
-    let agent = net.spawn(
-        &a,
-        &[
-            "--uplink",
-            &ia,
-            "--tap",
-            &tap,
-            "--tap-ip",
-            &format!("{subnet}.1/24"),
-            "--line-rate",
-            "100mbit",
-            "--ctl",
-            &sock_s,
-        ],
-    );
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let ping = Command::new("ip")
-        .args([
-            "netns", "exec", &a, "ping", "-c", "3", "-i", "0.2", "-W", "2",
-        ])
-        .arg(format!("{subnet}.2"))
-        .output()
-        .unwrap();
-    assert!(
-        ping.status.success(),
-        "ping: {}",
-        String::from_utf8_lossy(&ping.stdout)
-    );
+    let agent = TapAgent::start(&mut net, &["--line-rate", "100mbit"]);
+    agent.ping(&net, 3);
     let flows = Command::new(BIN)
-        .args(["ctl", "--socket", &sock_s, "show", "flows", "--json"])
+        .args(["ctl", "--socket", &agent.sock, "show", "flows", "--json"])
         .output()
         .unwrap();
     assert!(flows.status.success());
@@ -281,13 +316,7 @@ fn tap_ping_across() {
     assert!(rows
         .iter()
         .all(|r| r["state"] == "released" && r["priority"] == 3));
-    net.terminate(agent);
-    let out = net.wait(agent, Duration::from_secs(10));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    agent.stop(&mut net);
 }
 
 /// The host's MAC on its uplink too (as a NIC's own address kept for the host): every frame
@@ -301,18 +330,7 @@ fn host_gets_each_frame_once_when_the_uplink_carries_its_mac() {
         return;
     }
     let mut net = Net::new();
-    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
-    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
-    sh(&[
-        "ip",
-        "-n",
-        &b,
-        "addr",
-        "add",
-        &format!("{subnet}.2/24"),
-        "dev",
-        &ib,
-    ]);
+    let (a, ia) = (net.a.clone(), net.ia.clone());
     let uplink_mac = net.mac(&a, &ia);
     let cfg = std::env::temp_dir().join(format!("rpa-{}-mac.toml", net.id));
     std::fs::write(
@@ -320,32 +338,10 @@ fn host_gets_each_frame_once_when_the_uplink_carries_its_mac() {
         format!("mac = \"{uplink_mac}\"\nline_rate = \"100mbit\"\n"),
     )
     .unwrap();
-    let sock = std::env::temp_dir().join(format!("rpa-{}.sock", net.id));
-    let sock_s = sock.to_string_lossy().to_string();
-    let tap = format!("rpa{}t", net.id);
-    let agent = net.spawn(
-        &a,
-        &[
-            "--uplink",
-            &ia,
-            "--tap",
-            &tap,
-            "--tap-ip",
-            &format!("{subnet}.1/24"),
-            "--config",
-            &cfg.to_string_lossy(),
-            "--ctl",
-            &sock_s,
-        ],
-    );
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let agent = TapAgent::start(&mut net, &["--config", &cfg.to_string_lossy()]);
     let _ = std::fs::remove_file(&cfg);
     assert_eq!(
-        net.mac(&a, &tap),
+        net.mac(&a, &agent.tap),
         uplink_mac,
         "the TAP carries the host's MAC"
     );
@@ -354,26 +350,12 @@ fn host_gets_each_frame_once_when_the_uplink_carries_its_mac() {
         uplink_mac,
         "the uplink has another address meanwhile"
     );
-    let ping = Command::new("ip")
-        .args([
-            "netns", "exec", &a, "ping", "-c", "5", "-i", "0.2", "-W", "2",
-        ])
-        .arg(format!("{subnet}.2"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&ping.stdout).to_string();
-    assert!(ping.status.success(), "ping: {text}");
+    let text = agent.ping(&net, 5);
     assert!(
         !text.contains("DUP!") && text.contains("5 received"),
         "every reply once: {text}"
     );
-    net.terminate(agent);
-    let out = net.wait(agent, Duration::from_secs(10));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    agent.stop(&mut net);
     assert_eq!(
         net.mac(&a, &ia),
         uplink_mac,
