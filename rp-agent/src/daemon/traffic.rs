@@ -2,8 +2,17 @@
 //!
 //! `gen` feeds its sources into an [`Agent`] (classify, limiter, reaction point, tagging — the
 //! very path host traffic takes) and the agent's output onto the uplink; CNMs and PAUSE frames
-//! from the uplink reach the agent. `sink` counts generated frames per flow. Both print one line
-//! per interval (iperf-like; one JSON object per line with `--json`) and a final summary.
+//! from the uplink reach the agent. `sink` counts generated frames per flow. Both report as
+//! iperf3 does: a header line, one line per flow for every interval (the last, partial one
+//! included), and each flow's totals over its own active time, first to last frame; with
+//! `-J`/`--json` one JSON document at the end instead (`start`, `intervals[]`, `end`). The
+//! arithmetic lives in [`rp_agent::gen::report`].
+//!
+//! A generator's flows and its reaction points are reported apart: a flow line names the agent
+//! flow (`RP` column) whose limiter paces it, and each limiter has its own `[RP n]` line with the
+//! flows it carries, its current and target rates, the CNMs it took in the interval and its
+//! state. With the default `dst-priority` flow key all flows of one `gen` share one limiter, and
+//! the output says so once instead of repeating one rate as if it were each flow's.
 //!
 //! `gen --ctl PATH` serves the daemon's control commands on the generator's agent (`show
 //! flows`, `stats`, `set rp ...`), so reaction-point settings can change during a run.
@@ -20,11 +29,13 @@ use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
 use daemon_kit::process::outln;
-use rp_agent::gen::sink::Sink;
+use rp_agent::gen::report::{self, Activity, Schedule};
+use rp_agent::gen::sink::{FlowReport, Sink};
 use rp_agent::gen::{Pattern, Source, UdpEncap, MAX_FRAME_LEN};
 use rp_agent::held::{HeldFrames, Offered};
 use rp_agent::Agent;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 use super::ctl::{self, Command, CtlServer};
 use super::run::{answer, AgentArgs, BATCH, MAX_SLEEP, PACE_QUANTUM};
@@ -61,8 +72,8 @@ pub struct GenArgs {
     /// Reporting interval.
     #[arg(long, default_value = "1s")]
     pub interval: Duration,
-    /// JSON lines instead of text.
-    #[arg(long)]
+    /// One JSON document at the end (`start`, `intervals`, `end`) instead of text.
+    #[arg(short = 'J', long)]
     pub json: bool,
     /// Control socket path (the daemon's commands: `show flows`, `stats`, `set rp ...`).
     #[arg(long)]
@@ -84,8 +95,8 @@ pub struct SinkArgs {
     /// Most flows tracked.
     #[arg(long, default_value_t = 1024)]
     pub max_flows: usize,
-    /// JSON lines instead of text.
-    #[arg(long)]
+    /// One JSON document at the end (`start`, `intervals`, `end`) instead of text.
+    #[arg(short = 'J', long)]
     pub json: bool,
     /// Shut down (as on SIGTERM) when the parent process dies.
     #[arg(long)]
@@ -130,10 +141,10 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let mut buf = vec![0u8; MAX_FRAME_LEN];
     // Frames the agent refused with backpressure, tagged with their source.
     let mut held = HeldFrames::new();
-    let mut sent = vec![(0u64, 0u64); sources.len()];
-    let mut last = sent.clone();
-    let mut next_report = start + args.interval;
-    let mut last_report = start;
+    // Frames and octets each source handed to the agent, with the first and last one's time.
+    let mut sent = vec![Activity::default(); sources.len()];
+    let mut out = GenReport::new(&args, &agent, seed, sources.len());
+    let mut schedule = Schedule::new(start, args.interval, end);
     let mut rr = 0usize;
     let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
     let rt = |e: String| DaemonError::Runtime(e);
@@ -141,8 +152,9 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let now = phy::clock::now();
         held.retry(&mut agent, now, &mut |s, n, r| {
             if r.is_ok() {
-                sent[s as usize].0 += 1;
-                sent[s as usize].1 += n as u64;
+                if let Some(a) = sent.get_mut(s as usize) {
+                    a.on_frame(now, n as u64);
+                }
             }
         });
         // Sources, round-robin, at most one batch each per iteration; none while a frame is
@@ -158,10 +170,7 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                     break;
                 };
                 match held.offer(&mut agent, now, s as u64, &buf[..n]) {
-                    Offered::Accepted => {
-                        sent[s].0 += 1;
-                        sent[s].1 += n as u64;
-                    }
+                    Offered::Accepted => sent[s].on_frame(now, n as u64),
                     Offered::Held => break,
                     Offered::Refused(_) => {}
                 }
@@ -176,22 +185,11 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         let _ = uplink.flush();
         agent.drain_events(&mut |_| {});
         ctl::answer_pending(&req_rx, |cmd| answer(&mut agent, phy::clock::now(), cmd, 0));
-        if now >= next_report {
-            report_gen(
-                &args,
-                &agent,
-                &sent,
-                &last,
-                now.saturating_since(last_report),
-                last_report.saturating_since(start),
-                false,
-            );
-            last.clone_from(&sent);
-            last_report = now;
-            next_report = now + args.interval;
+        if let Some((from, to)) = schedule.tick(now) {
+            out.interval(&agent, &sent, from, to);
         }
         let now = phy::clock::now();
-        let mut deadline = (now + MAX_SLEEP).min(next_report);
+        let mut deadline = (now + MAX_SLEEP).min(schedule.due());
         // Pacers and sources are served in quanta of at least PACE_QUANTUM (see there).
         if let Some(t) = agent.poll_timeout() {
             deadline = deadline.min(t.max(now + PACE_QUANTUM));
@@ -216,6 +214,11 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 .map_err(|e| rt(format!("ppoll: {e}")))?;
         }
     }
+    // The last interval: from the previous report to the stop (the end of `--duration`, or
+    // the signal).
+    if let Some((from, to)) = schedule.finish(phy::clock::now()) {
+        out.interval(&agent, &sent, from, to);
+    }
     // Drain what the agent still holds (bounded by its queue limits) for up to one second.
     let stop = phy::clock::now() + Duration::from_secs(1);
     loop {
@@ -230,17 +233,7 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             _ => break,
         }
     }
-    let zero = vec![(0, 0); sent.len()];
-    let now = phy::clock::now();
-    report_gen(
-        &args,
-        &agent,
-        &sent,
-        &zero,
-        now.saturating_since(start),
-        Duration::ZERO,
-        true,
-    );
+    out.end(&agent, &sent, start, phy::clock::now().saturating_since(start));
     Ok(())
 }
 
@@ -258,53 +251,258 @@ impl DeadlineExt for Option<Instant> {
     }
 }
 
-fn report_gen(
-    args: &GenArgs,
-    agent: &Agent,
-    sent: &[(u64, u64)],
-    last: &[(u64, u64)],
-    secs: Duration,
-    from: Duration,
-    summary: bool,
-) {
-    let s = secs.as_secs_f64().max(1e-9);
-    let views = agent.flows();
-    let dst = args.dst.to_string();
-    // The agent flow of generator flow i: its own with UDP and a five-tuple key (source port
-    // 40000 + i), otherwise the one (destination, priority) flow.
-    let agent_flow = |i: usize| {
-        let port = format!(":{} >", 40_000 + i);
-        views
-            .iter()
-            .find(|v| v.dst == dst && v.five_tuple.as_deref().is_some_and(|t| t.contains(&port)))
-            .or_else(|| views.iter().find(|v| v.dst == dst))
-    };
-    let stats = agent.stats();
-    for (i, (now, before)) in sent.iter().zip(last).enumerate() {
-        let cr = agent_flow(i);
-        let frames = now.0 - before.0;
-        let bytes = now.1 - before.1;
-        let bps = bytes as f64 * 8.0 / s;
-        if args.json {
-            let v = json!({
-                "type": if summary { "summary" } else { "interval" },
-                "flow": i, "start": from.as_secs_f64(), "secs": s,
-                "frames": frames, "bytes": bytes, "bps": bps,
-                "cr_bps": cr.map(|c| c.cr_bps), "state": cr.map(|c| c.state),
-                "cnm_rx": cr.map(|c| c.cnm_rx), "cnm_rx_total": stats.cnm_rx, "backpressure": stats.host_backpressure,
-            });
-            outln(&v.to_string());
-        } else {
+/// What `gen` reports: the text lines as they happen, or the JSON document at the end.
+struct GenReport {
+    json: bool,
+    dst: String,
+    start: Value,
+    intervals: Vec<Value>,
+    /// Each generator flow's frames and octets at the previous report.
+    last: Vec<(u64, u64)>,
+    /// Each agent flow's CNM count at the previous report.
+    cnm_prev: BTreeMap<u32, u64>,
+    /// The agent's CNM and backpressure counts at the previous report.
+    agent_prev: (u64, u64),
+    /// The sharing of limiters last described (text), so a change is told once.
+    told: Vec<(u32, Vec<u32>)>,
+}
+
+impl GenReport {
+    fn new(args: &GenArgs, agent: &Agent, seed: u64, flows: usize) -> GenReport {
+        let flow_key = match agent.config().flow_key {
+            rp_agent::config::FlowKeyMode::DstPriority => "dst-priority",
+            rp_agent::config::FlowKeyMode::FiveTuple => "five-tuple",
+        };
+        let udp = args.ip_src.is_some();
+        let start = json!({
+            "tool": "rp-agent gen",
+            "dst": args.dst.to_string(),
+            "flows": flows,
+            "pattern": args.pattern.to_string(),
+            "frame_octets": args.size,
+            "udp": udp,
+            "flow_key": flow_key,
+            "interval_s": args.interval.as_secs_f64(),
+            "duration_s": args.duration.map(|d| d.as_secs_f64()),
+            "seed": seed,
+        });
+        if !args.json {
+            let shared = if flow_key == "five-tuple" && udp {
+                "each flow has its own reaction point (five-tuple flow key)"
+            } else if flows > 1 {
+                "the flows share one reaction point (one flow to the agent: same destination and priority)"
+            } else {
+                "one reaction point"
+            };
             outln(&format!(
-                "[{i:3}] {:7.2}-{:7.2} s  {frames:9} frames  {:10.3} Mbit/s  cr {:>10} Mbit/s  cnm {}{}",
-                from.as_secs_f64(),
-                from.as_secs_f64() + s,
-                bps / 1e6,
-                cr.map_or("-".into(), |c| format!("{:.3}", c.cr_bps as f64 / 1e6)),
-                cr.map_or(0, |c| c.cnm_rx),
-                if summary { "  (summary)" } else { "" }
+                "rp-agent gen: {flows} flow(s) to {}, {}, {}-octet frames; {shared}",
+                args.dst, args.pattern, args.size
+            ));
+            outln(report::GEN_HEADER);
+        }
+        GenReport {
+            json: args.json,
+            dst: args.dst.to_string(),
+            start,
+            intervals: Vec::new(),
+            last: vec![(0, 0); flows],
+            cnm_prev: BTreeMap::new(),
+            agent_prev: (0, 0),
+            told: Vec::new(),
+        }
+    }
+
+    /// The agent flow of each generator flow: its own with UDP and a five-tuple key (source
+    /// port 40000 + i), otherwise the one (destination, priority) flow.
+    fn agent_flows<'a>(&self, views: &'a [rp_agent::stats::FlowView], n: usize) -> Vec<Option<&'a rp_agent::stats::FlowView>> {
+        (0..n)
+            .map(|i| {
+                let port = format!(":{} >", 40_000 + i);
+                views
+                    .iter()
+                    .find(|v| {
+                        v.dst == self.dst
+                            && v.five_tuple.as_deref().is_some_and(|t| t.contains(&port))
+                    })
+                    .or_else(|| views.iter().find(|v| v.dst == self.dst && v.five_tuple.is_none()))
+                    .or_else(|| views.iter().find(|v| v.dst == self.dst))
+            })
+            .collect()
+    }
+
+    /// Reports the interval `from`..`to` (seconds since the start).
+    fn interval(&mut self, agent: &Agent, sent: &[Activity], from: Duration, to: Duration) {
+        let secs = to.saturating_sub(from).as_secs_f64();
+        let views = agent.flows();
+        let of = self.agent_flows(&views, sent.len());
+        let ids: Vec<Option<u32>> = of.iter().map(|v| v.map(|v| v.flow)).collect();
+        let mut streams = Vec::new();
+        let (mut frames_sum, mut bytes_sum) = (0u64, 0u64);
+        for (i, a) in sent.iter().enumerate() {
+            let (f0, b0) = self.last.get(i).copied().unwrap_or((0, 0));
+            let (frames, bytes) = (a.frames - f0, a.bytes - b0);
+            frames_sum += frames;
+            bytes_sum += bytes;
+            let bps = report::bps(bytes, secs);
+            if !self.json {
+                outln(&format!(
+                    "[{i:3}] {}  {:<12}  {:<15}  {frames:7}  {}",
+                    report::fmt_interval(from, to),
+                    report::fmt_octets(bytes),
+                    report::fmt_bps(bps),
+                    ids[i].map_or("-".into(), |x| x.to_string()),
+                ));
+            }
+            streams.push(json!({
+                "id": i, "frames": frames, "bytes": bytes, "bps": bps, "rp": ids[i],
+            }));
+        }
+        self.last = sent.iter().map(|a| (a.frames, a.bytes)).collect();
+        let sum_bps = report::bps(bytes_sum, secs);
+        if !self.json && sent.len() > 1 {
+            outln(&format!(
+                "[SUM] {}  {:<12}  {:<15}  {frames_sum:7}",
+                report::fmt_interval(from, to),
+                report::fmt_octets(bytes_sum),
+                report::fmt_bps(sum_bps),
             ));
         }
+        let groups = report::group_by_limiter(&ids);
+        if !self.json && groups != self.told {
+            for (rp, flows) in &groups {
+                if flows.len() > 1 {
+                    outln(&format!(
+                        "[RP{rp:>2}] one limiter for flows {}: its rate is theirs together",
+                        report::fmt_flows(flows)
+                    ));
+                }
+            }
+            self.told.clone_from(&groups);
+        }
+        let mut rps = Vec::new();
+        for (rp, flows) in &groups {
+            let Some(v) = views.iter().find(|v| v.flow == *rp) else {
+                continue;
+            };
+            let prev = self.cnm_prev.insert(*rp, v.cnm_rx).unwrap_or(0);
+            let cnms = report::counter_delta(prev, v.cnm_rx);
+            if !self.json {
+                outln(&format!(
+                    "[RP{rp:>2}] {}  flows {:<6} CR {:<15} TR {:<15} CNMs {cnms:5}  {}",
+                    report::fmt_interval(from, to),
+                    report::fmt_flows(flows),
+                    report::fmt_bps(v.cr_bps as f64),
+                    report::fmt_bps(v.tr_bps as f64),
+                    state_name(v.state),
+                ));
+            }
+            rps.push(json!({
+                "rp": rp, "flows": flows, "cr_bps": v.cr_bps, "tr_bps": v.tr_bps,
+                "state": v.state, "cnm_rx": cnms, "cnm_rx_total": v.cnm_rx,
+            }));
+        }
+        let stats = agent.stats();
+        let cnm = report::counter_delta(self.agent_prev.0, stats.cnm_rx);
+        let bp = report::counter_delta(self.agent_prev.1, stats.host_backpressure);
+        self.agent_prev = (stats.cnm_rx, stats.host_backpressure);
+        if self.json {
+            self.intervals.push(json!({
+                "start": from.as_secs_f64(), "end": to.as_secs_f64(), "seconds": secs,
+                "streams": streams,
+                "sum": {"frames": frames_sum, "bytes": bytes_sum, "bps": sum_bps},
+                "rps": rps, "cnm_rx": cnm, "backpressure": bp,
+            }));
+        }
+    }
+
+    /// The totals: each flow over its active time (first to last frame handed to the agent),
+    /// each limiter's final state and CNM count.
+    fn end(self, agent: &Agent, sent: &[Activity], origin: Instant, elapsed: Duration) {
+        let views = agent.flows();
+        let of = self.agent_flows(&views, sent.len());
+        let ids: Vec<Option<u32>> = of.iter().map(|v| v.map(|v| v.flow)).collect();
+        let stats = agent.stats();
+        let mut streams = Vec::new();
+        if !self.json {
+            outln(report::SEPARATOR);
+            outln(report::GEN_HEADER);
+        }
+        for (i, a) in sent.iter().enumerate() {
+            let first = a.first.map_or(Duration::ZERO, |(t, _)| t.saturating_since(origin));
+            let last = a.last.saturating_since(origin).max(first);
+            let bps = a.active_bps();
+            if !self.json {
+                outln(&format!(
+                    "[{i:3}] {}  {:<12}  {:<15}  {:7}  {}  sender (first to last frame)",
+                    report::fmt_interval(first, last),
+                    report::fmt_octets(a.bytes),
+                    bps.map_or("-".into(), report::fmt_bps),
+                    a.frames,
+                    ids[i].map_or("-".into(), |x| x.to_string()),
+                ));
+            }
+            streams.push(json!({
+                "id": i, "frames": a.frames, "bytes": a.bytes,
+                "start": first.as_secs_f64(), "end": last.as_secs_f64(),
+                "seconds": last.saturating_sub(first).as_secs_f64(), "bps": bps, "rp": ids[i],
+            }));
+        }
+        let mut rps = Vec::new();
+        for (rp, flows) in report::group_by_limiter(&ids) {
+            let Some(v) = views.iter().find(|v| v.flow == rp) else {
+                continue;
+            };
+            if !self.json {
+                outln(&format!(
+                    "[RP{rp:>2}] flows {}: CR {} TR {} at the end, {} CNMs in all, {}",
+                    report::fmt_flows(&flows),
+                    report::fmt_bps(v.cr_bps as f64),
+                    report::fmt_bps(v.tr_bps as f64),
+                    v.cnm_rx,
+                    state_name(v.state),
+                ));
+            }
+            rps.push(json!({
+                "rp": rp, "flows": flows, "cr_bps": v.cr_bps, "tr_bps": v.tr_bps,
+                "state": v.state, "cnm_rx": v.cnm_rx,
+            }));
+        }
+        let frames: u64 = sent.iter().map(|a| a.frames).sum();
+        let bytes: u64 = sent.iter().map(|a| a.bytes).sum();
+        if self.json {
+            let doc = json!({
+                "start": self.start,
+                "intervals": self.intervals,
+                "end": {
+                    "elapsed_s": elapsed.as_secs_f64(),
+                    "streams": streams,
+                    "sum": {"frames": frames, "bytes": bytes},
+                    "rps": rps,
+                    "cnm_rx": stats.cnm_rx,
+                    "backpressure": stats.host_backpressure,
+                },
+            });
+            outln(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+        } else {
+            outln(&format!(
+                "agent: {} CNMs, {} backpressure refusals in {:.2} s",
+                stats.cnm_rx,
+                stats.host_backpressure,
+                elapsed.as_secs_f64()
+            ));
+        }
+    }
+}
+
+/// A reaction point's state as the text report prints it.
+fn state_name(s: rp_agent::rp::RpState) -> &'static str {
+    use rp_agent::rp::RpState;
+    match s {
+        RpState::Fr => "fast-recovery",
+        RpState::Ai => "active-increase",
+        RpState::Hai => "hyper-active-increase",
+        RpState::Er => "explicit-rate",
+        RpState::Released => "released",
     }
 }
 
@@ -327,7 +525,16 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let mut sink = Sink::new(args.max_flows);
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
-    let mut next_report = start + args.interval;
+    let mut schedule = Schedule::new(start, args.interval, end);
+    let mut out = SinkReport {
+        json: args.json,
+        intervals: Vec::new(),
+        announced: 0,
+    };
+    if !args.json {
+        outln(&format!("rp-agent sink: listening on {name}"));
+        outln(report::SINK_HEADER);
+    }
     while !term.load(Ordering::Relaxed) && end.is_none_or_past(phy::clock::now()) {
         let now = phy::clock::now();
         port.recv_batch(BATCH, &mut |f| {
@@ -335,13 +542,10 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         })
         .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
         let now = phy::clock::now();
-        if now >= next_report {
-            for r in sink.interval(now) {
-                print_report(&r, args.json, "interval");
-            }
-            next_report = now + args.interval;
+        if let Some((from, to)) = schedule.tick(now) {
+            out.interval(&sink.interval(from, to), from, to);
         }
-        let mut deadline = next_report.min(now + MAX_SLEEP);
+        let mut deadline = schedule.due().min(now + MAX_SLEEP);
         if let Some(e) = end {
             deadline = deadline.min(e);
         }
@@ -352,37 +556,114 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         }
     }
     let now = phy::clock::now();
-    for r in sink.summary(now) {
-        print_report(&r, args.json, "summary");
+    if let Some((from, to)) = schedule.finish(now) {
+        out.interval(&sink.interval(from, to), from, to);
     }
+    let summary = sink.summary(start);
+    let frames: u64 = summary.iter().map(|r| r.frames).sum();
+    let bytes: u64 = summary.iter().map(|r| r.bytes).sum();
+    let lost: u64 = summary.iter().map(|r| r.lost).sum();
     if args.json {
-        outln(
-            &json!({"type": "totals", "other_frames": sink.other, "untracked": sink.untracked})
-                .to_string(),
-        );
+        let doc = json!({
+            "start": {
+                "tool": "rp-agent sink",
+                "uplink": name,
+                "interval_s": args.interval.as_secs_f64(),
+                "duration_s": args.duration.map(|d| d.as_secs_f64()),
+                "max_flows": args.max_flows,
+            },
+            "intervals": out.intervals,
+            "end": {
+                "elapsed_s": now.saturating_since(start).as_secs_f64(),
+                "streams": summary,
+                "sum": {"frames": frames, "bytes": bytes, "lost": lost},
+                "other_frames": sink.other,
+                "untracked": sink.untracked,
+            },
+        });
+        outln(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        outln(report::SEPARATOR);
+        outln(report::SINK_HEADER);
+        for r in &summary {
+            outln(&format!(
+                "{}  receiver (first to last frame)",
+                sink_line(r)
+            ));
+        }
+        outln(&format!(
+            "sink: {frames} frames, {lost} lost; {} other frames, {} of untracked flows in {:.2} s",
+            sink.other,
+            sink.untracked,
+            now.saturating_since(start).as_secs_f64()
+        ));
     }
     Ok(())
 }
 
-fn print_report(r: &rp_agent::gen::sink::FlowReport, json: bool, kind: &str) {
-    if json {
-        let mut v = serde_json::to_value(r).unwrap_or_default();
-        v["type"] = json!(kind);
-        outln(&v.to_string());
-    } else {
-        outln(&format!(
-            "[{} #{:3}] {:7.2} s  {:9} frames  {:10.3} Mbit/s  lost {}  reordered {}  delay {:.1}/{:.1}/{:.1} us{}",
-            r.src,
-            r.flow,
-            r.secs,
-            r.frames,
-            r.bps / 1e6,
-            r.lost,
-            r.reordered,
-            r.delay_min_us,
-            r.delay_mean_us,
-            r.delay_max_us,
-            if kind == "summary" { "  (summary)" } else { "" }
-        ));
+/// What `sink` reports: text lines as they happen, or the intervals of the JSON document.
+struct SinkReport {
+    json: bool,
+    intervals: Vec<Value>,
+    /// Flows (by id) already introduced with their source and flow id (text).
+    announced: u32,
+}
+
+impl SinkReport {
+    fn interval(&mut self, flows: &[FlowReport], from: Duration, to: Duration) {
+        let secs = to.saturating_sub(from).as_secs_f64();
+        let frames: u64 = flows.iter().map(|r| r.frames).sum();
+        let bytes: u64 = flows.iter().map(|r| r.bytes).sum();
+        let bps = report::bps(bytes, secs);
+        if self.json {
+            self.intervals.push(json!({
+                "start": from.as_secs_f64(), "end": to.as_secs_f64(), "seconds": secs,
+                "streams": flows,
+                "sum": {"frames": frames, "bytes": bytes, "bps": bps},
+            }));
+            return;
+        }
+        for r in flows {
+            if r.id >= self.announced {
+                outln(&format!(
+                    "[{:3}] flow {} from {}",
+                    r.id, r.flow, r.src
+                ));
+                self.announced = r.id + 1;
+            }
+        }
+        for r in flows {
+            outln(&sink_line(r));
+        }
+        if flows.len() > 1 {
+            outln(&format!(
+                "[SUM] {}  {:<12}  {:<15}  {frames:7}",
+                report::fmt_interval(from, to),
+                report::fmt_octets(bytes),
+                report::fmt_bps(bps),
+            ));
+        }
     }
+}
+
+/// One flow's text line under [`report::SINK_HEADER`].
+fn sink_line(r: &FlowReport) -> String {
+    let d = |s: f64| Duration::from_secs_f64(s);
+    format!(
+        "[{:3}] {}  {:<12}  {:<15}  {:7}  {:4}  {:5}  {:.1}/{:.1}/{:.1}",
+        r.id,
+        report::fmt_interval(d(r.start), d(r.end)),
+        report::fmt_octets(r.bytes),
+        if r.frames > 1 || r.secs > 0.0 {
+            report::fmt_bps(r.bps)
+        } else {
+            "-".into()
+        },
+        r.frames,
+        r.lost,
+        r.reordered,
+        r.delay_min_us,
+        r.delay_mean_us,
+        r.delay_max_us,
+    )
 }

@@ -24,6 +24,7 @@
 //! RFC 791; UDP checksum 0 = none), source port `base + flow id`, so the agent's `five-tuple`
 //! flow key gives every generated flow its own limiter.
 
+pub mod report;
 pub mod sink;
 
 use cnm_proto::rng::Rng;

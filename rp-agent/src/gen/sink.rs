@@ -4,9 +4,15 @@
 //! numbers; a late frame that fills a gap takes one back from the loss count and counts as
 //! reordered; a duplicate counts as reordered too), one-way delay `now − sent` (minimum, mean,
 //! maximum; meaningful when sender and sink share a clock, e.g. two namespaces of one host),
-//! and the octets of the current reporting interval for throughput lines. Memory is bounded by
-//! `max_flows`; frames of further flows are counted in `untracked`.
+//! the first and last frame (the flow's active time, [`Activity`]) and the counts of the current
+//! reporting interval (octets, frames, loss, reordering and delay of that interval only). Memory
+//! is bounded by `max_flows`; frames of further flows are counted in `untracked`.
+//!
+//! Reports ([`FlowReport`]) give times in seconds since an origin the caller chooses (the
+//! sink's start): an interval report covers the interval the caller names, a summary covers the
+//! flow's active time, first to last frame, and its rate is [`Activity::active_bps`].
 
+use super::report::{self, Activity};
 use super::{header_offset, PayloadHeader};
 use cnm_proto::wire::{walk, EthernetAddress};
 use cnm_proto::{Duration, Instant};
@@ -16,6 +22,11 @@ use std::collections::BTreeMap;
 /// Counters of one flow.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FlowCounters {
+    /// The flow's number in the order flows were first seen (from 0): the `[ ID]` of reports.
+    pub id: u32,
+    /// Frames and octets with the first and last frame's time.
+    #[serde(skip)]
+    pub activity: Activity,
     /// Frames received.
     pub frames: u64,
     /// Octets received (as seen on the sink's port).
@@ -36,6 +47,16 @@ pub struct FlowCounters {
     pub interval_bytes: u64,
     /// Frames of the current interval.
     pub interval_frames: u64,
+    /// Smallest one-way delay of the current interval (ns).
+    pub interval_delay_min_ns: u64,
+    /// Largest one-way delay of the current interval (ns).
+    pub interval_delay_max_ns: u64,
+    /// Sum of the current interval's one-way delays (ns).
+    pub interval_delay_sum_ns: u128,
+    /// `lost` when the current interval started.
+    pub interval_lost_base: u64,
+    /// `reordered` when the current interval started.
+    pub interval_reordered_base: u64,
 }
 
 impl FlowCounters {
@@ -49,30 +70,38 @@ impl FlowCounters {
     }
 }
 
-/// One line of a report.
+/// One flow's line of a report: one interval, or (summary) the flow's active time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FlowReport {
+    /// The flow's number in the order flows were first seen (the `[ ID]` column).
+    pub id: u32,
     /// Source MAC.
     pub src: String,
-    /// Flow id.
+    /// Flow id (from the payload header).
     pub flow: u32,
-    /// Seconds covered.
+    /// Start of the period (s since the origin): the interval's start, or the first frame.
+    pub start: f64,
+    /// End of the period (s since the origin): the interval's end, or the last frame.
+    pub end: f64,
+    /// Seconds covered (`end − start`).
     pub secs: f64,
     /// Frames in the period.
     pub frames: u64,
     /// Octets in the period.
     pub bytes: u64,
-    /// Throughput (bit/s) over the period.
+    /// Throughput (bit/s) over the period (summary: over the active time, see
+    /// [`Activity::active_bps`]).
     pub bps: f64,
-    /// Lost so far.
+    /// Frames lost in the period (sequence gaps opened, less those filled by late frames;
+    /// never below 0).
     pub lost: u64,
-    /// Reordered so far.
+    /// Frames that arrived late or twice in the period.
     pub reordered: u64,
-    /// Delay min / mean / max so far (µs).
+    /// Smallest one-way delay of the period's frames (µs; 0 without frames).
     pub delay_min_us: f64,
-    /// Mean delay (µs).
+    /// Mean one-way delay of the period's frames (µs).
     pub delay_mean_us: f64,
-    /// Max delay (µs).
+    /// Largest one-way delay of the period's frames (µs).
     pub delay_max_us: f64,
 }
 
@@ -85,8 +114,6 @@ pub struct Sink {
     pub other: u64,
     /// Generated frames of flows beyond `max_flows`.
     pub untracked: u64,
-    start: Option<Instant>,
-    interval_start: Option<Instant>,
 }
 
 impl Sink {
@@ -97,8 +124,6 @@ impl Sink {
             max_flows,
             other: 0,
             untracked: 0,
-            start: None,
-            interval_start: None,
         }
     }
 
@@ -112,22 +137,30 @@ impl Sink {
             self.other += 1;
             return false;
         };
-        self.start.get_or_insert(now);
-        self.interval_start.get_or_insert(now);
         let key = (src, h.flow);
+        let id = self.flows.len() as u32;
         if !self.flows.contains_key(&key) && self.flows.len() >= self.max_flows {
             self.untracked += 1;
             return true;
         }
-        let c = self.flows.entry(key).or_default();
+        let c = self.flows.entry(key).or_insert_with(|| FlowCounters {
+            id,
+            ..FlowCounters::default()
+        });
         let d = now.saturating_since(h.sent).as_nanos();
         if c.frames == 0 || d < c.delay_min_ns {
             c.delay_min_ns = d;
         }
         c.delay_max_ns = c.delay_max_ns.max(d);
         c.delay_sum_ns += u128::from(d);
+        if c.interval_frames == 0 || d < c.interval_delay_min_ns {
+            c.interval_delay_min_ns = d;
+        }
+        c.interval_delay_max_ns = c.interval_delay_max_ns.max(d);
+        c.interval_delay_sum_ns += u128::from(d);
         c.frames += 1;
         c.bytes += frame.len() as u64;
+        c.activity.on_frame(now, frame.len() as u64);
         c.interval_frames += 1;
         c.interval_bytes += frame.len() as u64;
         if h.seq >= c.next_seq {
@@ -145,63 +178,79 @@ impl Sink {
         self.flows.iter()
     }
 
-    /// One report per flow for the interval ending at `now`, then a new interval starts.
-    pub fn interval(&mut self, now: Instant) -> Vec<FlowReport> {
-        let secs = self
-            .interval_start
-            .map_or(Duration::ZERO, |s| now.saturating_since(s))
-            .as_secs_f64();
-        let out = self
+    /// One report per flow (in order of [`FlowCounters::id`]) for the interval from `from` to
+    /// `to` (offsets since the caller's origin), then a new interval starts.
+    pub fn interval(&mut self, from: Duration, to: Duration) -> Vec<FlowReport> {
+        let mut out: Vec<FlowReport> = self
             .flows
             .iter()
-            .map(|(k, c)| report(k, c, secs, c.interval_frames, c.interval_bytes))
+            .map(|(k, c)| {
+                let mean = if c.interval_frames == 0 {
+                    0
+                } else {
+                    (c.interval_delay_sum_ns / u128::from(c.interval_frames)) as u64
+                };
+                let secs = to.saturating_sub(from).as_secs_f64();
+                FlowReport {
+                    id: c.id,
+                    src: k.0.to_string(),
+                    flow: k.1,
+                    start: from.as_secs_f64(),
+                    end: to.as_secs_f64(),
+                    secs,
+                    frames: c.interval_frames,
+                    bytes: c.interval_bytes,
+                    bps: report::bps(c.interval_bytes, secs),
+                    lost: c.lost.saturating_sub(c.interval_lost_base),
+                    reordered: c.reordered.saturating_sub(c.interval_reordered_base),
+                    delay_min_us: c.interval_delay_min_ns as f64 / 1e3,
+                    delay_mean_us: mean as f64 / 1e3,
+                    delay_max_us: c.interval_delay_max_ns as f64 / 1e3,
+                }
+            })
             .collect();
+        out.sort_by_key(|r| r.id);
         for c in self.flows.values_mut() {
             c.interval_bytes = 0;
             c.interval_frames = 0;
-        }
-        if self.interval_start.is_some() {
-            self.interval_start = Some(now);
+            c.interval_delay_min_ns = 0;
+            c.interval_delay_max_ns = 0;
+            c.interval_delay_sum_ns = 0;
+            c.interval_lost_base = c.lost;
+            c.interval_reordered_base = c.reordered;
         }
         out
     }
 
-    /// One report per flow covering everything since the first frame.
-    pub fn summary(&self, now: Instant) -> Vec<FlowReport> {
-        let secs = self
-            .start
-            .map_or(Duration::ZERO, |s| now.saturating_since(s))
-            .as_secs_f64();
-        self.flows
+    /// One report per flow (in order of [`FlowCounters::id`]) over its active time, first to
+    /// last frame, with times as offsets since `origin`.
+    pub fn summary(&self, origin: Instant) -> Vec<FlowReport> {
+        let mut out: Vec<FlowReport> = self
+            .flows
             .iter()
-            .map(|(k, c)| report(k, c, secs, c.frames, c.bytes))
-            .collect()
-    }
-}
-
-fn report(
-    k: &(EthernetAddress, u32),
-    c: &FlowCounters,
-    secs: f64,
-    frames: u64,
-    bytes: u64,
-) -> FlowReport {
-    FlowReport {
-        src: k.0.to_string(),
-        flow: k.1,
-        secs,
-        frames,
-        bytes,
-        bps: if secs > 0.0 {
-            bytes as f64 * 8.0 / secs
-        } else {
-            0.0
-        },
-        lost: c.lost,
-        reordered: c.reordered,
-        delay_min_us: c.delay_min_ns as f64 / 1e3,
-        delay_mean_us: c.delay_mean_ns() as f64 / 1e3,
-        delay_max_us: c.delay_max_ns as f64 / 1e3,
+            .map(|(k, c)| {
+                let a = &c.activity;
+                let first = a.first.map_or(origin, |(t, _)| t);
+                FlowReport {
+                    id: c.id,
+                    src: k.0.to_string(),
+                    flow: k.1,
+                    start: first.saturating_since(origin).as_secs_f64(),
+                    end: a.last.saturating_since(origin).as_secs_f64(),
+                    secs: a.active().as_secs_f64(),
+                    frames: c.frames,
+                    bytes: c.bytes,
+                    bps: a.active_bps().unwrap_or(0.0),
+                    lost: c.lost,
+                    reordered: c.reordered,
+                    delay_min_us: c.delay_min_ns as f64 / 1e3,
+                    delay_mean_us: c.delay_mean_ns() as f64 / 1e3,
+                    delay_max_us: c.delay_max_ns as f64 / 1e3,
+                }
+            })
+            .collect();
+        out.sort_by_key(|r| r.id);
+        out
     }
 }
 
@@ -241,12 +290,25 @@ mod tests {
         // Delays: frame i sent at i µs, k-th delivered at 1000 + k µs.
         assert_eq!(c.delay_min_ns, 1_000_000 + 7_000 - 9_000);
         assert_eq!(c.delay_max_ns, 1_000_000 + 3_000 - 2_000);
-        let r = sink.interval(Instant::from_nanos(1_000_000 + 8_000));
+        // The interval from the first frame (1 ms) to 1.008 ms.
+        let r = sink.interval(Duration::from_nanos(1_000_000), Duration::from_nanos(1_008_000));
         assert_eq!(r[0].frames, 8);
         assert_eq!(r[0].bytes, 800);
         assert!((r[0].bps - 800.0 * 8.0 / 8e-6).abs() < 1.0);
-        assert_eq!(sink.interval(Instant::from_nanos(2_000_000))[0].frames, 0);
-        assert_eq!(sink.summary(Instant::from_nanos(2_000_000))[0].frames, 8);
+        // This interval's loss, reordering and delays.
+        assert_eq!((r[0].lost, r[0].reordered), (2, 1));
+        assert_eq!(r[0].delay_min_us, 998.0);
+        assert_eq!(r[0].delay_max_us, 1001.0);
+        let r = sink.interval(Duration::from_nanos(1_008_000), Duration::from_nanos(2_000_000));
+        assert_eq!((r[0].frames, r[0].lost, r[0].reordered), (0, 0, 0));
+        assert_eq!(r[0].delay_max_us, 0.0);
+        // The summary spans first to last frame (1.000 to 1.007 ms): 7 frames of 100 octets
+        // after the first in 7 µs, 800 Mb/s; delays over all frames.
+        let sum = sink.summary(Instant::ZERO);
+        assert_eq!(sum[0].frames, 8);
+        assert!((sum[0].start - 1e-3).abs() < 1e-12 && (sum[0].end - 1.007e-3).abs() < 1e-12);
+        assert!((sum[0].bps - 700.0 * 8.0 / 7e-6).abs() < 1.0, "{sum:?}");
+        assert_eq!((sum[0].lost, sum[0].reordered, sum[0].id), (2, 1, 0));
         assert_eq!(sink.other, 1);
         // Tagged frames (as sent up by the agent) count too.
         let mut tagged = Vec::new();
