@@ -121,11 +121,41 @@ impl Drop for Net {
     }
 }
 
-fn json_lines(o: &Output) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+/// The JSON document `gen -J` / `sink -J` write at the end.
+fn json_doc(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+/// Checks that the intervals of `doc` follow each other from 0 to the run's end, so none is
+/// missing (the last, partial one included), and that their per-flow counts add up to the
+/// totals; returns the end of the last interval (seconds since the start).
+fn intervals_cover_the_run(doc: &serde_json::Value, key: &str) -> f64 {
+    let ivs = doc["intervals"].as_array().expect("intervals");
+    assert!(!ivs.is_empty(), "no interval: {doc}");
+    let mut t = 0.0;
+    for iv in ivs {
+        assert_eq!(iv["start"].as_f64().unwrap(), t, "a gap before {iv}");
+        t = iv["end"].as_f64().unwrap();
+    }
+    for total in doc["end"]["streams"].as_array().unwrap() {
+        let sum: u64 = ivs
+            .iter()
+            .flat_map(|iv| iv["streams"].as_array().unwrap())
+            .filter(|s| s[key] == total[key])
+            .map(|s| s["frames"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            sum,
+            total["frames"].as_u64().unwrap(),
+            "{total} vs intervals"
+        );
+    }
+    t
 }
 
 #[test]
@@ -189,18 +219,21 @@ fn gen_to_sink(udp: bool) {
         "sink: {}",
         String::from_utf8_lossy(&s.stderr)
     );
-    let sent: Vec<_> = json_lines(&g)
-        .into_iter()
-        .filter(|v| v["type"] == "summary")
-        .collect();
-    let got: Vec<_> = json_lines(&s)
-        .into_iter()
-        .filter(|v| v["type"] == "summary")
-        .collect();
-    assert_eq!(sent.len(), 2, "{}", String::from_utf8_lossy(&g.stdout));
-    assert_eq!(got.len(), 2, "{}", String::from_utf8_lossy(&s.stdout));
+    let (gdoc, sdoc) = (json_doc(&g), json_doc(&s));
+    // Every interval is reported, the last partial one included: the generator's intervals
+    // reach its 2-second duration, the sink's its 4 seconds, and the counts add up.
+    assert!(intervals_cover_the_run(&gdoc, "id") >= 2.0, "{gdoc}");
+    assert!(intervals_cover_the_run(&sdoc, "flow") >= 4.0, "{sdoc}");
+    let sent = gdoc["end"]["streams"].as_array().unwrap();
+    let got = sdoc["end"]["streams"].as_array().unwrap();
+    assert_eq!(sent.len(), 2, "{gdoc}");
+    assert_eq!(got.len(), 2, "{sdoc}");
+    // One limiter for both flows with the (destination, priority) key, one each with UDP and
+    // the five-tuple key.
+    let rps = gdoc["end"]["rps"].as_array().unwrap();
+    assert_eq!(rps.len(), if udp { 2 } else { 1 }, "{gdoc}");
     for flow in 0..2u64 {
-        let tx = sent.iter().find(|v| v["flow"] == flow).unwrap();
+        let tx = sent.iter().find(|v| v["id"] == flow).unwrap();
         let rx = got.iter().find(|v| v["flow"] == flow).unwrap();
         let n = tx["frames"].as_u64().unwrap();
         // 10 Mb/s of 1000-octet frames for 2 s is about 2500 frames; a busy machine sends

@@ -558,13 +558,15 @@ fn greedy_generators_are_slowed_to_the_bottleneck() {
             k + 1,
             String::from_utf8_lossy(&out.stderr)
         );
-        let summary: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|v| v["type"] == "summary")
-            .collect();
-        assert_eq!(summary.len(), 1, "{}", String::from_utf8_lossy(&out.stdout));
-        cnms.push(summary[0]["cnm_rx_total"].as_u64().unwrap());
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "gen h{}: {e}: {}",
+                k + 1,
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        let summary = vec![doc["end"].clone()];
+        cnms.push(summary[0]["cnm_rx"].as_u64().unwrap());
         eprintln!("{test}: gen h{}: {}", k + 1, summary[0]);
     }
     let out = sink.join().unwrap();
@@ -573,26 +575,18 @@ fn greedy_generators_are_slowed_to_the_bottleneck() {
         "sink: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let flows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "summary")
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("sink: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let flows: Vec<Value> = doc["end"]["streams"].as_array().unwrap().clone();
+    // Throughput while both generators send: the sink reports every flow seen so far in each
+    // interval; keep the intervals where both flows carried frames, and drop the first and
+    // last of these (partial: a generator starting or stopping).
+    let batches: Vec<Vec<Value>> = doc["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|iv| iv["streams"].as_array().unwrap().clone())
         .collect();
-    // Throughput while both generators send: the sink prints one line per flow per
-    // interval; group them into intervals, keep those where both flows carried frames, and
-    // drop the first and last of these (partial: a generator starting or stopping).
-    let mut batches: Vec<Vec<Value>> = Vec::new();
-    for v in String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "interval")
-    {
-        let key = |x: &Value| (x["src"].clone(), x["flow"].clone());
-        match batches.last_mut() {
-            Some(b) if !b.iter().any(|x| key(x) == key(&v)) => b.push(v),
-            _ => batches.push(vec![v]),
-        }
-    }
     let busy: Vec<&Vec<Value>> = batches
         .iter()
         .filter(|b| {

@@ -71,7 +71,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
         .unwrap();
     // Wait until the generators run.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !dir.join("gen-f3.jsonl").exists() {
+    while !dir.join("gen-f3.json").exists() {
         assert!(Instant::now() < deadline, "the run did not start");
         assert!(child.try_wait().unwrap().is_none(), "the run ended early");
         std::thread::sleep(Duration::from_millis(50));

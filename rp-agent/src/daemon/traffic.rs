@@ -233,7 +233,12 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             _ => break,
         }
     }
-    out.end(&agent, &sent, start, phy::clock::now().saturating_since(start));
+    out.end(
+        &agent,
+        &sent,
+        start,
+        phy::clock::now().saturating_since(start),
+    );
     Ok(())
 }
 
@@ -314,7 +319,11 @@ impl GenReport {
 
     /// The agent flow of each generator flow: its own with UDP and a five-tuple key (source
     /// port 40000 + i), otherwise the one (destination, priority) flow.
-    fn agent_flows<'a>(&self, views: &'a [rp_agent::stats::FlowView], n: usize) -> Vec<Option<&'a rp_agent::stats::FlowView>> {
+    fn agent_flows<'a>(
+        &self,
+        views: &'a [rp_agent::stats::FlowView],
+        n: usize,
+    ) -> Vec<Option<&'a rp_agent::stats::FlowView>> {
         (0..n)
             .map(|i| {
                 let port = format!(":{} >", 40_000 + i);
@@ -324,7 +333,11 @@ impl GenReport {
                         v.dst == self.dst
                             && v.five_tuple.as_deref().is_some_and(|t| t.contains(&port))
                     })
-                    .or_else(|| views.iter().find(|v| v.dst == self.dst && v.five_tuple.is_none()))
+                    .or_else(|| {
+                        views
+                            .iter()
+                            .find(|v| v.dst == self.dst && v.five_tuple.is_none())
+                    })
                     .or_else(|| views.iter().find(|v| v.dst == self.dst))
             })
             .collect()
@@ -428,7 +441,9 @@ impl GenReport {
             outln(report::GEN_HEADER);
         }
         for (i, a) in sent.iter().enumerate() {
-            let first = a.first.map_or(Duration::ZERO, |(t, _)| t.saturating_since(origin));
+            let first = a
+                .first
+                .map_or(Duration::ZERO, |(t, _)| t.saturating_since(origin));
             let last = a.last.saturating_since(origin).max(first);
             let bps = a.active_bps();
             if !self.json {
@@ -586,10 +601,7 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         outln(report::SEPARATOR);
         outln(report::SINK_HEADER);
         for r in &summary {
-            outln(&format!(
-                "{}  receiver (first to last frame)",
-                sink_line(r)
-            ));
+            outln(&format!("{}  receiver (first to last frame)", sink_line(r)));
         }
         outln(&format!(
             "sink: {frames} frames, {lost} lost; {} other frames, {} of untracked flows in {:.2} s",
@@ -625,10 +637,7 @@ impl SinkReport {
         }
         for r in flows {
             if r.id >= self.announced {
-                outln(&format!(
-                    "[{:3}] flow {} from {}",
-                    r.id, r.flow, r.src
-                ));
+                outln(&format!("[{:3}] flow {} from {}", r.id, r.flow, r.src));
                 self.announced = r.id + 1;
             }
         }

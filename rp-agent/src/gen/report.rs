@@ -29,15 +29,10 @@
 use cnm_proto::{Duration, Instant};
 
 /// The `[ ID]` header of a generator's flow lines.
-pub const GEN_HEADER: &str =
-    "[ ID] Interval           Transfer      Bitrate          Frames  RP";
-/// The header of a generator's reaction-point lines (one per limiter, whatever the number of
-/// flows it carries).
-pub const RP_HEADER: &str =
-    "[ RP] Interval           Flows      CR               TR               CNMs  State";
+pub const GEN_HEADER: &str = "[ ID] Interval           Transfer      Bitrate           Frames  RP";
 /// The header of a sink's flow lines.
 pub const SINK_HEADER: &str =
-    "[ ID] Interval           Transfer      Bitrate          Frames  Lost  Reord  Delay min/mean/max (us)";
+    "[ ID] Interval           Transfer      Bitrate           Frames  Lost  Reord  Delay min/mean/max (us)";
 /// The line between the intervals and the totals.
 pub const SEPARATOR: &str = "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -";
 
@@ -196,11 +191,7 @@ fn scaled(mut v: f64, units: &[&str]) -> String {
 
 /// An interval as iperf3 prints it: `  3.00-4.00   sec`.
 pub fn fmt_interval(from: Duration, to: Duration) -> String {
-    format!(
-        "{:6.2}-{:<6.2} sec",
-        from.as_secs_f64(),
-        to.as_secs_f64()
-    )
+    format!("{:6.2}-{:<6.2} sec", from.as_secs_f64(), to.as_secs_f64())
 }
 
 /// A list of flow ids as `0`, `0,1` or `0-3` (consecutive runs joined).
@@ -284,7 +275,10 @@ mod tests {
         assert!(sc.tick(s(1)).is_some());
         assert_eq!(sc.finish(s(1)), None);
         // An interval under 1 ms is taken as 1 ms.
-        assert_eq!(Schedule::new(s(0), ms(0), None).due(), Instant::from_nanos(1_000_000));
+        assert_eq!(
+            Schedule::new(s(0), ms(0), None).due(),
+            Instant::from_nanos(1_000_000)
+        );
     }
 
     #[test]

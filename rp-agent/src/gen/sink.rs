@@ -291,7 +291,10 @@ mod tests {
         assert_eq!(c.delay_min_ns, 1_000_000 + 7_000 - 9_000);
         assert_eq!(c.delay_max_ns, 1_000_000 + 3_000 - 2_000);
         // The interval from the first frame (1 ms) to 1.008 ms.
-        let r = sink.interval(Duration::from_nanos(1_000_000), Duration::from_nanos(1_008_000));
+        let r = sink.interval(
+            Duration::from_nanos(1_000_000),
+            Duration::from_nanos(1_008_000),
+        );
         assert_eq!(r[0].frames, 8);
         assert_eq!(r[0].bytes, 800);
         assert!((r[0].bps - 800.0 * 8.0 / 8e-6).abs() < 1.0);
@@ -299,7 +302,10 @@ mod tests {
         assert_eq!((r[0].lost, r[0].reordered), (2, 1));
         assert_eq!(r[0].delay_min_us, 998.0);
         assert_eq!(r[0].delay_max_us, 1001.0);
-        let r = sink.interval(Duration::from_nanos(1_008_000), Duration::from_nanos(2_000_000));
+        let r = sink.interval(
+            Duration::from_nanos(1_008_000),
+            Duration::from_nanos(2_000_000),
+        );
         assert_eq!((r[0].frames, r[0].lost, r[0].reordered), (0, 0, 0));
         assert_eq!(r[0].delay_max_us, 0.0);
         // The summary spans first to last frame (1.000 to 1.007 ms): 7 frames of 100 octets

@@ -104,53 +104,106 @@ pub fn collect_incast(sc: &Scenario, run: &mut RunData, clients: &[ClientProc]) 
     }
 }
 
-/// The JSON lines of `p` that read as `T` (a line that does not is skipped).
-fn read_json_lines<T: serde::de::DeserializeOwned>(p: &Path) -> Vec<T> {
+/// The JSON document of `p` as `T` (the default when it is missing or does not parse: a
+/// daemon that did not get to write it contributes nothing).
+fn read_json_doc<T: serde::de::DeserializeOwned + Default>(p: &Path) -> T {
     std::fs::read_to_string(p)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
-/// A line of `rp-agent gen --json`: an `interval` report or the `summary`.
+/// The document of `rp-agent gen --json` (the parts read here).
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
-struct GenLine {
-    /// `interval` or `summary`.
-    #[serde(rename = "type")]
-    kind: String,
+struct GenDoc {
+    intervals: Vec<GenInterval>,
+    end: GenEnd,
+}
+
+/// One reporting interval of a generator.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenInterval {
     /// Start of the interval (seconds since the generator started).
     start: f64,
-    /// Length of the interval (or of the whole run).
-    secs: f64,
-    /// CNMs received so far.
+    /// Length of the interval.
+    seconds: f64,
+    /// All flows of the generator together.
+    sum: GenSum,
+    /// Its reaction points (limiters) at the interval's end.
+    rps: Vec<GenRp>,
+    /// CNMs the agent took in the interval.
     cnm_rx: u64,
-    /// Sending rate (bit/s).
-    bps: Option<f64>,
-    /// Times the agent's queue pushed back so far.
+    /// Times the agent's queue pushed back in the interval.
     backpressure: u64,
-    /// The limiter's current rate, when one is engaged (bit/s).
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenSum {
+    /// Sending rate (bit/s).
+    bps: f64,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenRp {
+    /// The limiter's current rate (bit/s; the line rate when released).
     cr_bps: Option<f64>,
 }
 
-/// A line of `rp-agent sink --json`: an `interval` report of one flow or the `summary`.
+/// A generator's totals.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(default)]
-struct SinkLine {
-    /// `interval` or `summary`.
-    #[serde(rename = "type")]
-    kind: String,
-    /// Length of the interval (or of the whole run, from the first frame).
-    secs: f64,
+struct GenEnd {
+    streams: Vec<GenStream>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenStream {
+    /// Rate over the flow's active time, first to last frame (bit/s).
+    bps: Option<f64>,
+}
+
+/// The document of `rp-agent sink --json` (the parts read here).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SinkDoc {
+    intervals: Vec<SinkDocInterval>,
+    end: SinkEnd,
+}
+
+/// One reporting interval of a sink: every flow seen so far.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SinkDocInterval {
+    /// Start and end (seconds since the sink started).
+    start: f64,
+    end: f64,
+    streams: Vec<SinkStream>,
+}
+
+/// One flow of a sink's interval or totals.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SinkStream {
     /// Source MAC of the flow.
     src: String,
-    /// Flow id.
-    flow: u64,
-    /// Octets received in the interval.
+    /// Octets received in the period.
     bytes: u64,
-    /// Frames counted lost (summary).
+    /// Frames counted lost (in the period; in all, in the totals).
     lost: u64,
+}
+
+/// A sink's totals.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct SinkEnd {
+    /// The sink's lifetime (seconds from its start to its stop).
+    elapsed_s: f64,
+    streams: Vec<SinkStream>,
 }
 
 /// What the daemons wrote, read after they stopped.
@@ -262,7 +315,7 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
     for g in gens {
         let f = &sc.topo.flow[g.flow];
         let name = name_of(g.flow);
-        let lines: Vec<GenLine> = read_json_lines(&g.out);
+        let doc: GenDoc = read_json_doc(&g.out);
         let line_rate = graph
             .uplink(&f.src)
             .map(|li| k.rate(sc.topo.link[li].rate))
@@ -272,8 +325,6 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
             FlowKind::Gen(p) => Some(p),
             FlowKind::Tcp | FlowKind::Udp(_) => None,
         };
-        let mut cnm_prev = 0u64;
-        let mut bp_prev = 0u64;
         let (mut want_sum, mut secs_sum) = (0.0, 0.0);
         // What the intervals would owe with held-back ones not excused.
         let (mut owed_sum, mut held) = (0.0, false);
@@ -281,53 +332,44 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
         let Some(fs) = run.flow_mut(&name) else {
             continue;
         };
-        for v in &lines {
-            let secs = v.secs;
-            match v.kind.as_str() {
-                "interval" => {
-                    let t = g.started_s + v.start + secs;
-                    let cnm = v.cnm_rx;
-                    if cnm > cnm_prev {
-                        fs.push_cnm_count(t, cnm - cnm_prev);
-                    }
-                    cnm_prev = cnm;
-                    let bps = v.bps.unwrap_or(0.0);
-                    // A greedy generator is short when it left the agent's queue empty
-                    // (no backpressure in the interval) while sending below the limiter's
-                    // rate (or the line rate when no limiter is engaged).
-                    let bp = v.backpressure;
-                    let pressed = bp > bp_prev;
-                    bp_prev = bp;
-                    // Any generator held back by its reaction point (the agent's queue full:
-                    // backpressure) sent what the loop allowed; that is the experiment
-                    // working, not a shortfall. Otherwise a patterned generator owes its
-                    // pattern's rate, capped by the limiter and the line.
-                    let cap = v.cr_bps.unwrap_or(line_rate).min(line_rate);
-                    let owed = match pattern {
-                        Some(Pattern::Greedy) | None => cap,
-                        Some(Pattern::Cbr(r))
-                        | Some(Pattern::OnOff { rate: r, .. })
-                        | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r).min(cap),
-                    };
-                    let want = if pressed { bps } else { owed };
-                    held |= pressed;
-                    want_sum += want * secs;
-                    owed_sum += owed * secs;
-                    secs_sum += secs;
-                    // Pacing of a CBR generator, measured where nothing else set its pace.
-                    if let Some(Pattern::Cbr(r)) = pattern {
-                        let r = k.rate(r);
-                        if !pressed && r > 0.0 && r <= cap {
-                            pacing.push(((bps - r) / r).abs());
-                        }
-                    }
+        for v in &doc.intervals {
+            let secs = v.seconds;
+            let t = g.started_s + v.start + secs;
+            if v.cnm_rx > 0 {
+                fs.push_cnm_count(t, v.cnm_rx);
+            }
+            let bps = v.sum.bps;
+            // A greedy generator is short when it left the agent's queue empty (no
+            // backpressure in the interval) while sending below the limiter's rate (or the
+            // line rate when no limiter is engaged).
+            let pressed = v.backpressure > 0;
+            // Any generator held back by its reaction point (the agent's queue full:
+            // backpressure) sent what the loop allowed; that is the experiment working, not a
+            // shortfall. Otherwise a patterned generator owes its pattern's rate, capped by the
+            // limiter and the line.
+            let cr = v.rps.iter().filter_map(|r| r.cr_bps).reduce(f64::min);
+            let cap = cr.unwrap_or(line_rate).min(line_rate);
+            let owed = match pattern {
+                Some(Pattern::Greedy) | None => cap,
+                Some(Pattern::Cbr(r))
+                | Some(Pattern::OnOff { rate: r, .. })
+                | Some(Pattern::Poisson { rate: r, .. }) => k.rate(r).min(cap),
+            };
+            let want = if pressed { bps } else { owed };
+            held |= pressed;
+            want_sum += want * secs;
+            owed_sum += owed * secs;
+            secs_sum += secs;
+            // Pacing of a CBR generator, measured where nothing else set its pace.
+            if let Some(Pattern::Cbr(r)) = pattern {
+                let r = k.rate(r);
+                if !pressed && r > 0.0 && r <= cap {
+                    pacing.push(((bps - r) / r).abs());
                 }
-                "summary" => {
-                    fs.offered_bps = v.bps;
-                }
-                _ => {}
             }
         }
+        // The offered rate: over the flow's own active time, first to last frame.
+        fs.offered_bps = doc.end.streams.first().and_then(|s| s.bps);
         if secs_sum > 0.0 {
             fs.intended_bps = Some(want_sum / secs_sum);
             if held {
@@ -361,17 +403,13 @@ fn collect_sinks(
     let mut lost_total = 0u64;
     for s in sinks {
         let (host, out, stop_s) = (&s.host, &s.out, s.stop_s);
-        let lines: Vec<SinkLine> = read_json_lines(out);
-        lost_total += lines
-            .iter()
-            .filter(|v| v.kind == "summary")
-            .map(|v| v.lost)
-            .sum::<u64>();
+        let doc: SinkDoc = read_json_doc(out);
+        lost_total += doc.end.streams.iter().map(|v| v.lost).sum::<u64>();
         let downlink = graph
             .uplink(host)
             .map(|li| k.rate(sc.topo.link[li].rate))
             .filter(|r| *r > 0.0);
-        for iv in sink_intervals(&lines, stop_s, downlink) {
+        for iv in sink_intervals(&doc, stop_s, downlink) {
             let flow = sc.topo.flow.iter().enumerate().find(|(_, f)| {
                 &f.dst == host
                     && macs
@@ -398,61 +436,45 @@ struct SinkInterval {
     bytes: u64,
 }
 
-/// A sink's `interval` reports on the schedule's clock.
+/// A sink's interval reports on the schedule's clock.
 ///
-/// The reports are anchored at the sink's first frame (its summary's `secs` before
-/// `stop_s`) and follow each other by their `secs`; the reports of one interval (one per flow)
-/// share their `secs`.
+/// The sink names each interval's start and end in seconds since it started, and its lifetime
+/// (`end.elapsed_s`); it was stopped at `stop_s`, so it started at `stop_s − elapsed_s`.
 ///
-/// The sink starts its first interval when it *processes* its first frame, not when that
-/// frame arrived: a sink that was descheduled when traffic began finds a backlog in its
-/// receive ring, drains it in a fraction of a millisecond and counts it all in a first
-/// interval that may be far shorter than the time the frames took to arrive (a 1 Gb/s link
-/// then showed 28 Gb/s at t = 0). The octets of that interval crossed the sink's own link
-/// (`downlink_bps`), so they took at least `octets × 8 / rate`: the first interval starts no
-/// later than that before its end. The intervals after it start where the previous one ended,
-/// so a backlog there is counted over the time it took to build.
-fn sink_intervals(lines: &[SinkLine], stop_s: f64, downlink_bps: Option<f64>) -> Vec<SinkInterval> {
-    let span = lines
-        .iter()
-        .filter(|v| v.kind == "summary")
-        .map(|v| v.secs)
-        .fold(0.0, f64::max);
+/// A sink that was descheduled when traffic began finds a backlog in its receive ring and
+/// counts it in the interval in which it drains it; when that interval is shorter than the time
+/// its octets needed on the sink's own link (`downlink_bps`) — a short first interval showed
+/// 28 Gb/s on a 1 Gb/s link — the first interval with octets is taken to start no later than
+/// `octets × 8 / rate` before its end. The intervals after it are left as they are.
+fn sink_intervals(doc: &SinkDoc, stop_s: f64, downlink_bps: Option<f64>) -> Vec<SinkInterval> {
+    let origin = stop_s - doc.end.elapsed_s;
     let mut out = Vec::new();
-    let mut t = stop_s - span;
-    let mut group_secs = None::<f64>;
-    let mut seen: Vec<(String, u64)> = Vec::new();
-    let mut groups = 0usize;
-    let mut first_group_end = 0;
-    for v in lines.iter().filter(|v| v.kind == "interval") {
-        let key = (v.src.to_ascii_lowercase(), v.flow);
-        let secs = v.secs;
-        if group_secs != Some(secs) || seen.contains(&key) {
-            t += secs;
-            group_secs = Some(secs);
-            seen.clear();
-            groups += 1;
+    let mut first_busy: Option<(usize, usize)> = None;
+    for iv in &doc.intervals {
+        let at = out.len();
+        for st in &iv.streams {
+            out.push(SinkInterval {
+                src: st.src.to_ascii_lowercase(),
+                from_s: origin + iv.start,
+                to_s: origin + iv.end,
+                bytes: st.bytes,
+            });
         }
-        if groups == 1 {
-            first_group_end = out.len() + 1;
+        if first_busy.is_none() && iv.streams.iter().any(|s| s.bytes > 0) {
+            first_busy = Some((at, out.len()));
         }
-        seen.push(key.clone());
-        out.push(SinkInterval {
-            src: key.0,
-            from_s: t - secs,
-            to_s: t,
-            bytes: v.bytes,
-        });
     }
-    // The first interval lasted at least as long as its octets needed on the sink's link.
-    let first = &mut out[..first_group_end];
-    if let (Some(rate), Some(iv)) = (downlink_bps, first.first()) {
+    // The first interval with octets lasted at least as long as they needed on the link.
+    if let (Some(rate), Some((a, b))) = (downlink_bps, first_busy) {
+        let first = &mut out[a..b];
         let bytes: u64 = first.iter().map(|x| x.bytes).sum();
         let need = bytes as f64 * 8.0 / rate;
-        let from = iv.to_s - need;
-        if from < iv.from_s {
-            for x in first.iter_mut() {
-                x.from_s = from;
+        if let Some(iv) = first.first() {
+            let from = iv.to_s - need;
+            if from < iv.from_s {
+                for x in first.iter_mut() {
+                    x.from_s = from;
+                }
             }
         }
     }
@@ -463,14 +485,19 @@ fn sink_intervals(lines: &[SinkLine], stop_s: f64, downlink_bps: Option<f64>) ->
 mod tests {
     use super::*;
 
-    fn line(kind: &str, secs: f64, src: &str, bytes: u64) -> SinkLine {
-        SinkLine {
-            kind: kind.into(),
-            secs,
+    fn stream(src: &str, bytes: u64) -> SinkStream {
+        SinkStream {
             src: src.into(),
-            flow: 0,
             bytes,
             lost: 0,
+        }
+    }
+
+    fn interval(start: f64, end: f64, streams: Vec<SinkStream>) -> SinkDocInterval {
+        SinkDocInterval {
+            start,
+            end,
+            streams,
         }
     }
 
@@ -479,14 +506,34 @@ mod tests {
         // Two flows into a 1 Gb/s sink link. The first interval lasted 1 ms by the sink's
         // clock but holds 3.5 MB: 28 Gb/s as reported, 28 ms at the link's rate. The second
         // interval (100 ms, 10 MB) is left as it is.
-        let lines = [
-            line("interval", 0.001, "02:00:00:00:01:00", 2_000_000),
-            line("interval", 0.001, "02:00:00:00:01:01", 1_500_000),
-            line("interval", 0.1, "02:00:00:00:01:00", 6_000_000),
-            line("interval", 0.1, "02:00:00:00:01:01", 4_000_000),
-            line("summary", 0.101, "02:00:00:00:01:00", 8_000_000),
-        ];
-        // Stopped at 1.101 s: the first frame was processed at 1.0 s.
+        // An empty interval before the traffic is left alone.
+        let lines = SinkDoc {
+            intervals: vec![
+                interval(0.0, 0.5, vec![]),
+                interval(
+                    0.5,
+                    0.501,
+                    vec![
+                        stream("02:00:00:00:01:00", 2_000_000),
+                        stream("02:00:00:00:01:01", 1_500_000),
+                    ],
+                ),
+                interval(
+                    0.501,
+                    0.601,
+                    vec![
+                        stream("02:00:00:00:01:00", 6_000_000),
+                        stream("02:00:00:00:01:01", 4_000_000),
+                    ],
+                ),
+            ],
+            end: SinkEnd {
+                elapsed_s: 0.601,
+                streams: vec![],
+            },
+        };
+        // Stopped at 1.101 s after 0.601 s: started at 0.5 s, the first octets counted in
+        // the interval from 1.0 s.
         let got = sink_intervals(&lines, 1.101, Some(1e9));
         assert_eq!(got.len(), 4);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
@@ -503,6 +550,6 @@ mod tests {
         assert!(close(plain[0].from_s, 1.0));
         let slow = sink_intervals(&lines, 1.101, Some(100e9));
         assert!(close(slow[0].from_s, 1.0));
-        assert!(sink_intervals(&[], 1.0, Some(1e9)).is_empty());
+        assert!(sink_intervals(&SinkDoc::default(), 1.0, Some(1e9)).is_empty());
     }
 }

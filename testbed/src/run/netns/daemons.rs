@@ -111,7 +111,7 @@ pub struct SinkProc {
     pub host: String,
     /// The daemon.
     pub child: Child,
-    /// Its JSON-lines output.
+    /// Its JSON document (written when it stops).
     pub out: PathBuf,
     /// When it was stopped (seconds of the schedule).
     pub stop_s: f64,
@@ -197,7 +197,7 @@ pub fn start_switches(st: &Setup) -> anyhow::Result<Vec<SwitchProc>> {
 pub fn start_sinks(st: &Setup, receivers: &[String]) -> anyhow::Result<Vec<SinkProc>> {
     let mut sinks = Vec::new();
     for r in receivers {
-        let out = st.dir.join(format!("sink-{r}.jsonl"));
+        let out = st.dir.join(format!("sink-{r}.json"));
         let mut c = st.ns[r].command(&st.bins.rp_agent)?;
         c.args([
             "sink",

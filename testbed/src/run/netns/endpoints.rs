@@ -31,7 +31,7 @@ pub struct GenProc {
     pub child: Child,
     /// When it started (seconds of the schedule).
     pub started_s: f64,
-    /// Its JSON-lines output.
+    /// Its JSON document (written when it stops).
     pub out: PathBuf,
 }
 
@@ -203,7 +203,7 @@ pub fn start_gen(st: &Setup, i: usize, ctl: PathBuf) -> anyhow::Result<GenProc> 
     let cfg = agent_config_at(&st.sc, &f.src, line, st.k, f.start)?;
     let cfg_path = st.dir.join(format!("rp-agent-{name}.toml"));
     std::fs::write(&cfg_path, cfg)?;
-    let out = st.dir.join(format!("gen-{name}.jsonl"));
+    let out = st.dir.join(format!("gen-{name}.json"));
     let dst = st
         .macs
         .get(&f.dst)
