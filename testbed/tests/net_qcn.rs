@@ -565,9 +565,9 @@ fn greedy_generators_are_slowed_to_the_bottleneck() {
                 String::from_utf8_lossy(&out.stdout)
             )
         });
-        let summary = vec![doc["end"].clone()];
-        cnms.push(summary[0]["cnm_rx"].as_u64().unwrap());
-        eprintln!("{test}: gen h{}: {}", k + 1, summary[0]);
+        let end = &doc["end"];
+        cnms.push(end["cnm_rx"].as_u64().unwrap());
+        eprintln!("{test}: gen h{}: {end}", k + 1);
     }
     let out = sink.join().unwrap();
     assert!(
