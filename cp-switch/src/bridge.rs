@@ -105,6 +105,24 @@ fn cn_tag_offset(buf: &[u8]) -> Option<usize> {
 /// between, so this only bounds how long they occupy room).
 const FDB_SWEEP: Duration = Duration::from_secs(1);
 
+/// A received frame: borrowed (copied if queued) or in a buffer of the caller's (moved into
+/// the queue if queued, the caller getting a spare in exchange).
+#[derive(Debug)]
+enum Bytes<'a> {
+    Shared(&'a [u8]),
+    Owned(&'a mut Vec<u8>),
+}
+
+impl Bytes<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Bytes::Shared(b) => b,
+            Bytes::Owned(b) => b,
+        }
+    }
+}
+
 /// Where the frame a congestion point sampled sits: the back of a VOQ (input buffer `q`, VOQ
 /// for output `o`) or of an output queue `q`.
 #[derive(Debug, Clone, Copy)]
@@ -472,24 +490,41 @@ impl Bridge {
         self.ports.get(port.index()).map(|p| p.name.as_str())
     }
 
-    /// One received frame (its bytes are copied into the bridge's own bounded buffers).
+    /// One received frame (its bytes are copied into the bridge's own bounded buffers): the
+    /// borrowed form of [`Bridge::handle_frame_buf`], for a driver whose frames live in its
+    /// receive ring.
     pub fn handle_frame(&mut self, now: Instant, ingress: PortId, frame: &[u8]) {
+        self.receive(now, ingress, Bytes::Shared(frame));
+    }
+
+    /// One received frame in a buffer of the caller's. A frame the bridge queues moves into
+    /// the queue without a copy and `frame` gets a spare buffer in exchange (contents
+    /// unspecified, possibly without capacity) for the caller to receive into next; a frame
+    /// the bridge does not keep (dropped, consumed, or flooded: flooding copies) leaves `frame`
+    /// as it is, possibly rewritten (an edge port's priority remapping is done in place).
+    pub fn handle_frame_buf(&mut self, now: Instant, ingress: PortId, frame: &mut Vec<u8>) {
+        self.receive(now, ingress, Bytes::Owned(frame));
+    }
+
+    /// [`Bridge::handle_frame`] and [`Bridge::handle_frame_buf`].
+    fn receive(&mut self, now: Instant, ingress: PortId, frame: Bytes<'_>) {
         self.last_now = self.last_now.max(now);
         let i = ingress.index();
         let Some(port) = self.ports.get_mut(i) else {
             return;
         };
+        let len = frame.bytes().len();
         port.counters.rx_frames += 1;
-        port.counters.rx_bytes += frame.len() as u64;
+        port.counters.rx_bytes += len as u64;
         if !port.up {
             self.drop_frame(now, ingress, None, DropReason::PortDown);
             return;
         }
-        if frame.len() > self.max_frame {
+        if len > self.max_frame {
             self.drop_frame(now, ingress, None, DropReason::TooLong);
             return;
         }
-        let c = match classify(frame, port.default_priority, self.pvid) {
+        let c = match classify(frame.bytes(), port.default_priority, self.pvid) {
             Ok(c) => c,
             Err(r) => {
                 self.drop_frame(now, ingress, None, r);
@@ -501,7 +536,7 @@ impl Bridge {
             return;
         }
         if is_reserved_group(c.dst) {
-            self.reserved_group(now, i, frame, &c);
+            self.reserved_group(now, i, frame.bytes(), &c);
             return;
         }
         if c.src.is_unicast() {
@@ -517,13 +552,21 @@ impl Bridge {
             p = q;
             self.ports[i].counters.cn_remapped += 1;
             if let Some(off) = c.vlan_offset {
-                scratch.clear();
-                scratch.extend_from_slice(frame);
+                let buf = match frame {
+                    Bytes::Owned(ref mut b) => &mut **b,
+                    Bytes::Shared(b) => {
+                        scratch.clear();
+                        scratch.extend_from_slice(b);
+                        &mut scratch
+                    }
+                };
                 // walk() checked the tag: the TCI follows the TPID.
-                if let Some(b) = scratch.get_mut(off + 2) {
+                if let Some(b) = buf.get_mut(off + 2) {
                     *b = (*b & 0x1f) | ((q as u8) << 5);
                 }
-                frame = &scratch;
+                if let Bytes::Shared(_) = frame {
+                    frame = Bytes::Shared(&scratch);
+                }
             }
         }
         self.forward(now, i, p, frame, &c);
@@ -532,7 +575,7 @@ impl Bridge {
 
     /// The forwarding decision for a received frame, queued at priority `p`.
     #[inline]
-    fn forward(&mut self, now: Instant, i: usize, p: usize, frame: &[u8], c: &Classified) {
+    fn forward(&mut self, now: Instant, i: usize, p: usize, frame: Bytes<'_>, c: &Classified) {
         let ingress = PortId(i as u16);
         match decide(&self.fdb, now, ingress, c.dst, c.vid) {
             Decision::Unicast(o) => {
@@ -556,7 +599,8 @@ impl Bridge {
                         if self.storm_shut(o, p) {
                             self.drop_frame(now, PortId(o as u16), Some(p), DropReason::PauseStorm);
                         } else {
-                            self.enqueue(now, i, p, o, frame, c.cn_exempt);
+                            // Every copy but none of the caller's buffer.
+                            self.enqueue(now, i, p, o, Bytes::Shared(frame.bytes()), c.cn_exempt);
                         }
                     }
                 }
@@ -643,7 +687,21 @@ impl Bridge {
 
     /// Frames ready to go on the wire now. `tx` returns false if that port cannot take a frame
     /// right now (ring full); the frame stays queued and that port is skipped for this call.
+    /// The borrowed form of [`Bridge::poll_transmit_buf`].
     pub fn poll_transmit(&mut self, now: Instant, tx: &mut dyn FnMut(PortId, &[u8]) -> bool) {
+        self.poll_transmit_buf(now, &mut |port, frame| tx(port, frame));
+    }
+
+    /// Frames ready to go on the wire now, each in the bridge's buffer: `tx` may keep the
+    /// frame's buffer by swapping in a spare of its own (any `Vec`; the bridge reuses it), so
+    /// a driver that recycles buffers moves frames without copying them. `tx` returns false
+    /// if that port cannot take a frame right now (ring full); it must then leave the buffer
+    /// as it was: the frame stays queued and that port is skipped for this call.
+    pub fn poll_transmit_buf(
+        &mut self,
+        now: Instant,
+        tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
+    ) {
         self.last_now = self.last_now.max(now);
         if now >= self.next_sweep {
             self.fdb.age(now);
@@ -977,21 +1035,34 @@ impl Bridge {
 
     // ----- internals -------------------------------------------------------------------
 
-    /// Appends a copy of `bytes` to the VOQ for `o` in input buffer (`i`, `p`), then lets the
-    /// fabric move what fits.
+    /// Appends `bytes` (a copy, or the caller's buffer itself) to the VOQ for `o` in input
+    /// buffer (`i`, `p`), then lets the fabric move what fits.
     #[inline]
-    fn enqueue(&mut self, now: Instant, i: usize, p: usize, o: usize, bytes: &[u8], exempt: bool) {
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        i: usize,
+        p: usize,
+        o: usize,
+        bytes: Bytes<'_>,
+        exempt: bool,
+    ) {
         let ib = &mut self.inbufs[i * P + p];
-        if !ib.admits(o, bytes.len()) {
+        if !ib.admits(o, bytes.bytes().len()) {
             ib.counters.drops += 1;
             let qlen = ib.bytes();
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::InputFull);
             if !exempt {
-                self.cp_dropped_arrival(now, i * P + p, Placement::Input, bytes, i as u16, qlen);
+                let b = bytes.bytes();
+                self.cp_dropped_arrival(now, i * P + p, Placement::Input, b, i as u16, qlen);
             }
             return;
         }
-        let Some(mut f) = self.pool.frame(bytes, now, i as u16) else {
+        let f = match bytes {
+            Bytes::Shared(b) => self.pool.frame(b, now, i as u16),
+            Bytes::Owned(b) => self.pool.take(b, now, i as u16),
+        };
+        let Some(mut f) = f else {
             self.drop_frame(now, PortId(i as u16), Some(p), DropReason::TooLong);
             return;
         };
@@ -1569,7 +1640,12 @@ impl Bridge {
     }
 
     /// Serves output port `o`.
-    fn transmit_port(&mut self, now: Instant, o: usize, tx: &mut dyn FnMut(PortId, &[u8]) -> bool) {
+    fn transmit_port(
+        &mut self,
+        now: Instant,
+        o: usize,
+        tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
+    ) {
         let id = PortId(o as u16);
         self.run_watchdog(now, o);
         if let Some(t) = self.ports[o].pause_gen.refresh_at() {
@@ -1583,12 +1659,12 @@ impl Bridge {
         // Control frames: ahead of data, never paused, but they occupy the line.
         loop {
             let pt = &mut self.ports[o];
-            let Some(f) = pt.ctl.front() else {
+            let Some(f) = pt.ctl.front_mut() else {
                 break;
             };
             let len = f.len();
             if pt.delay.bypass() {
-                if !tx(id, &f.buf) {
+                if !tx(id, &mut f.buf) {
                     return;
                 }
                 pt.counters.tx_frames += 1;
@@ -1611,15 +1687,13 @@ impl Bridge {
             // Frames whose propagation delay has elapsed.
             {
                 let pt = &mut self.ports[o];
-                while let Some(f) = pt.delay.front_due(now) {
-                    if !tx(id, &f.buf) {
+                while let Some(len) = pt.delay.front_due(now).map(Frame::len) {
+                    let Some(f) = pt.delay.pop_due_if(now, |f| tx(id, &mut f.buf)) else {
                         return;
-                    }
+                    };
                     pt.counters.tx_frames += 1;
-                    pt.counters.tx_bytes += f.len() as u64;
-                    if let Some(f) = pt.delay.pop() {
-                        self.pool.recycle(f);
-                    }
+                    pt.counters.tx_bytes += len as u64;
+                    self.pool.recycle(f);
                 }
             }
             // One data frame.
@@ -1661,32 +1735,40 @@ impl Bridge {
             } else {
                 None
             };
-            let len = head.len() - if strip.is_some() { CN_TAG_LEN } else { 0 };
+            let queued = head.len();
+            let len = queued - if strip.is_some() { CN_TAG_LEN } else { 0 };
             let start;
             if pt.delay.bypass() {
                 let sent = match strip {
-                    None => tx(id, &head.buf),
+                    None => self.outqs[r].pop_if(|f| tx(id, &mut f.buf)),
                     Some(off) => {
                         let b = &mut self.scratch;
                         b.clear();
                         b.extend_from_slice(&head.buf[..off]);
                         b.extend_from_slice(&head.buf[off + CN_TAG_LEN..]);
-                        tx(id, b)
+                        if tx(id, b) {
+                            self.outqs[r].pop()
+                        } else {
+                            None
+                        }
                     }
                 };
-                if !sent {
+                let Some(mut f) = sent else {
                     return;
-                }
+                };
                 pt.counters.tx_frames += 1;
                 pt.counters.tx_bytes += len as u64;
                 pt.counters.cn_tag_stripped += u64::from(strip.is_some());
                 start = pt.shaper.start(now, ready, len);
-                if let Some(mut f) = self.outqs[r].pop() {
-                    if f.flow != NO_FLOW {
-                        self.cp_departure(r, &mut f);
+                if f.flow != NO_FLOW {
+                    // Its buffer may have left with `tx`: the CP accounts the queued length.
+                    let k = self.cp_slot[r];
+                    if let Some(cp) = self.cps.get_mut(usize::from(k)) {
+                        cp.departure(f.flow, queued);
                     }
-                    self.pool.recycle(f);
+                    f.flow = NO_FLOW;
                 }
+                self.pool.recycle(f);
             } else {
                 start = pt.shaper.start(now, ready, len);
                 if let Some(mut f) = self.outqs[r].pop() {

@@ -95,6 +95,28 @@ impl DelayLine {
         }
     }
 
+    /// Offers the first frame, if it has arrived by `now`, to `take` and removes it if `take`
+    /// returns true. `take` may exchange the frame's buffer for another (the frame is
+    /// accounted at the length it was put on the line with).
+    #[inline]
+    pub fn pop_due_if(
+        &mut self,
+        now: Instant,
+        take: impl FnOnce(&mut Frame) -> bool,
+    ) -> Option<Frame> {
+        let (t, _, f) = self.q.front_mut()?;
+        if *t > now {
+            return None;
+        }
+        let len = f.len() as u64;
+        if !take(f) {
+            return None;
+        }
+        let (_, _, f) = self.q.pop_front()?;
+        self.bytes -= len;
+        Some(f)
+    }
+
     /// Removes the first frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Frame> {

@@ -75,6 +75,21 @@ impl OutputQueue {
         Some(f)
     }
 
+    /// Offers the head frame to `take` and removes it if `take` returns true. `take` may
+    /// exchange the frame's buffer for another (the frame is accounted at its queued length).
+    #[inline]
+    pub fn pop_if(&mut self, take: impl FnOnce(&mut Frame) -> bool) -> Option<Frame> {
+        let f = self.q.front_mut()?;
+        let len = f.len() as u64;
+        if !take(f) {
+            return None;
+        }
+        let f = self.q.pop_front()?;
+        self.bytes -= len;
+        self.counters.deq_frames += 1;
+        Some(f)
+    }
+
     /// Occupancy (octets).
     #[inline]
     pub fn bytes(&self) -> u64 {
@@ -115,5 +130,27 @@ mod tests {
         assert!(q.fits(1000));
         assert_eq!(q.front().unwrap().buf[0], 2);
         assert_eq!(q.counters.peak_bytes, 2000);
+    }
+
+    #[test]
+    fn a_head_taken_with_its_buffer_exchanged_is_accounted_as_queued() {
+        let mut p = FramePool::new();
+        let mut q = OutputQueue::new(3000);
+        q.push(p.frame(&[1; 1000], Instant::ZERO, 0).unwrap());
+        q.push(p.frame(&[2; 500], Instant::ZERO, 0).unwrap());
+        // Refused: nothing moves.
+        assert!(q.pop_if(|_| false).is_none());
+        assert_eq!((q.bytes(), q.frames()), (1500, 2));
+        // Taken, the frame's buffer replaced by an empty one.
+        let mut out = Vec::new();
+        let f = q
+            .pop_if(|f| {
+                std::mem::swap(&mut out, &mut f.buf);
+                true
+            })
+            .unwrap();
+        assert!(f.buf.is_empty());
+        assert_eq!((out.len(), out[0]), (1000, 1));
+        assert_eq!((q.bytes(), q.frames(), q.counters.deq_frames), (500, 1, 1));
     }
 }

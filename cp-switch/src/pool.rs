@@ -10,6 +10,15 @@
 //! so the buffers in use (and the free lists, which never exceed the peak in use) are at most
 //! `128 / 14 ≈ 9×` the configured queue bytes for pathological 14-octet frames and about
 //! 2× for real traffic.
+//!
+//! # Frames that arrive in the caller's buffer
+//! [`FramePool::take`] moves a frame the caller owns into the bridge and hands the caller a
+//! spare buffer from the free list in exchange (a driver that recycles its buffers, such as
+//! the simulator, then copies no frame octet); a frame handed out by
+//! [`crate::Bridge::poll_transmit_buf`] may likewise leave in the caller's spare. Every buffer
+//! therefore returns to the free list of the class it was taken from ([`Frame`] remembers it),
+//! whatever its capacity: the free lists and the count of buffers brought in evolve exactly as
+//! if every frame had been copied, and a spare too small for a later frame grows once on use.
 
 use cnm_proto::Instant;
 
@@ -34,6 +43,8 @@ pub struct Frame {
     /// Flow-table index of the frame at the congestion point of the queue it sits in, when
     /// that CP accounts per-flow occupancy (`crate::cp::NO_FLOW` otherwise).
     pub flow: u16,
+    /// The free list the buffer returns to.
+    class: u8,
 }
 
 impl Frame {
@@ -101,6 +112,34 @@ impl FramePool {
             ingress,
             cn_exempt: false,
             flow: u16::MAX,
+            class: c as u8,
+        })
+    }
+
+    /// A frame made of the caller's buffer `bytes`, which gets a spare buffer of the frame's
+    /// class in exchange (contents unspecified; empty when the free list is), or `None` (and
+    /// `bytes` left alone) when the frame is longer than the largest class (16384 octets).
+    /// The free lists and [`FramePool::allocated`] move as with [`FramePool::frame`].
+    #[inline]
+    pub fn take(&mut self, bytes: &mut Vec<u8>, ts: Instant, ingress: u16) -> Option<Frame> {
+        if bytes.len() > 1 << MAX_CLASS_SHIFT {
+            return None;
+        }
+        let c = class_of(bytes.len());
+        let spare = match self.free[c].pop() {
+            Some(b) => b,
+            None => {
+                self.allocated += 1;
+                Vec::new()
+            }
+        };
+        Some(Frame {
+            buf: std::mem::replace(bytes, spare),
+            ts,
+            ingress,
+            cn_exempt: false,
+            flow: u16::MAX,
+            class: c as u8,
         })
     }
 
@@ -125,20 +164,15 @@ impl FramePool {
             ingress: u16::MAX,
             cn_exempt: true,
             flow: u16::MAX,
+            class: c as u8,
         })
     }
 
-    /// Gives a frame's buffer back.
+    /// Gives a frame's buffer back, to the free list it was taken from (a buffer exchanged
+    /// on the way out included: it may then need to grow when next used).
     #[inline]
     pub fn recycle(&mut self, f: Frame) {
-        let cap = f.buf.capacity();
-        if cap < 1 << MIN_CLASS_SHIFT {
-            return;
-        }
-        // The class whose size is at most the capacity, so a reused buffer always fits.
-        let shift = usize::BITS - 1 - cap.leading_zeros();
-        let c = (shift.saturating_sub(MIN_CLASS_SHIFT) as usize).min(NUM_CLASSES - 1);
-        self.free[c].push(f.buf);
+        self.free[usize::from(f.class)].push(f.buf);
     }
 
     /// Buffers allocated so far (grows only while the peak number of frames held grows).
@@ -174,5 +208,35 @@ mod tests {
         }
         assert_eq!(p.allocated(), 1);
         assert!(p.frame(&vec![0u8; 20000], Instant::ZERO, 0).is_none());
+    }
+
+    #[test]
+    fn taken_buffers_are_exchanged_and_counted_like_copies() {
+        let mut p = FramePool::new();
+        let mut mine = vec![7u8; 1500];
+        let f = p.take(&mut mine, Instant::ZERO, 3).unwrap();
+        // Nothing free yet: the caller gets an empty spare, and one buffer is counted.
+        assert_eq!((f.len(), f.buf[0], f.ingress), (1500, 7, 3));
+        assert!(mine.is_empty() && mine.capacity() == 0);
+        assert_eq!(p.allocated(), 1);
+        // Handed out in exchange for the caller's empty buffer: that one is filed in the
+        // frame's class, so the next 1500-octet frame finds it and nothing is counted.
+        let mut f = f;
+        let out = std::mem::take(&mut f.buf);
+        assert_eq!(out.len(), 1500);
+        p.recycle(f);
+        let mut next = vec![9u8; 1400];
+        let g = p.take(&mut next, Instant::ZERO, 0).unwrap();
+        assert_eq!((g.len(), g.buf[0]), (1400, 9));
+        assert_eq!(p.allocated(), 1);
+        // A copy into a recycled buffer too small for it grows the buffer, keeps the count.
+        p.recycle(g);
+        let h = p.frame(&[5u8; 1500], Instant::ZERO, 0).unwrap();
+        assert_eq!((h.len(), h.buf[1499]), (1500, 5));
+        assert_eq!(p.allocated(), 1);
+        // Too long: refused, the caller keeps its frame.
+        let mut big = vec![0u8; 20000];
+        assert!(p.take(&mut big, Instant::ZERO, 0).is_none());
+        assert_eq!(big.len(), 20000);
     }
 }

@@ -25,7 +25,7 @@ use crate::pause::PauseState;
 use crate::pool::BufPool;
 use crate::rp::{CnmOutcome, ErOutcome, Rp, RpState};
 use crate::stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};
-use crate::tagger::{strip_for_host, tag_for_uplink};
+use crate::tagger::{strip_in_place, tag_for_uplink};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
     self, cnm, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl, MacControlRepr,
@@ -33,6 +33,23 @@ use cnm_proto::wire::{
 };
 use cnm_proto::{Instant, Rate};
 use std::collections::{HashMap, VecDeque};
+
+/// A frame handed in: borrowed (copied if kept) or in a buffer of the caller's (taken over if
+/// kept, the caller getting a spare in exchange).
+enum Src<'a> {
+    Shared(&'a [u8]),
+    Owned(&'a mut Vec<u8>),
+}
+
+impl Src<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Src::Shared(b) => b,
+            Src::Owned(b) => b,
+        }
+    }
+}
 
 /// Why a host frame was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -106,7 +123,9 @@ pub struct Agent {
     line: Pacer,
     pause: PauseState,
     pool: BufPool,
-    host_q: VecDeque<Vec<u8>>,
+    /// Frames for the host, each with the offset it starts at in its buffer (tags removed in
+    /// place, [`strip_in_place`]).
+    host_q: VecDeque<(usize, Vec<u8>)>,
     host_bytes: u64,
     blocked: Option<(usize, usize)>,
     txbuf: Vec<u8>,
@@ -227,6 +246,20 @@ impl Agent {
     /// queue is full: the caller keeps the frame and stops reading the host until
     /// [`Agent::can_accept`]. Other errors are counted refusals (drop the frame).
     pub fn handle_host(&mut self, now: Instant, frame: &[u8]) -> Result<(), HostError> {
+        self.host_frame(now, Src::Shared(frame))
+    }
+
+    /// [`Agent::handle_host`] for a frame in a buffer of the caller's: a frame the agent takes
+    /// moves into its flow queue without a copy and `frame` gets a spare buffer in exchange
+    /// (contents unspecified, possibly without capacity) to produce the next frame into; a
+    /// frame refused (backpressure or for good) stays in `frame` as it was.
+    pub fn handle_host_buf(&mut self, now: Instant, frame: &mut Vec<u8>) -> Result<(), HostError> {
+        self.host_frame(now, Src::Owned(frame))
+    }
+
+    /// [`Agent::handle_host`] and [`Agent::handle_host_buf`].
+    fn host_frame(&mut self, now: Instant, src: Src<'_>) -> Result<(), HostError> {
+        let frame = src.bytes();
         if frame.len() > MAX_FRAME {
             self.stats.host_too_long += 1;
             return Err(HostError::TooLong);
@@ -273,8 +306,12 @@ impl Agent {
         if f.queue.is_empty() {
             f.pacer.wake(now);
         }
-        f.queue.push_back(self.pool.take(frame));
-        f.qbytes += frame.len() as u64;
+        let len = frame.len();
+        f.queue.push_back(match src {
+            Src::Shared(b) => self.pool.take(b),
+            Src::Owned(b) => self.pool.exchange(b),
+        });
+        f.qbytes += len as u64;
         f.last_active = now;
         if !f.in_ring {
             f.in_ring = true;
@@ -282,7 +319,7 @@ impl Agent {
         }
         self.backlog_frames += 1;
         self.stats.host_rx_frames += 1;
-        self.stats.host_rx_bytes += frame.len() as u64;
+        self.stats.host_rx_bytes += len as u64;
         Ok(())
     }
 
@@ -301,6 +338,20 @@ impl Agent {
     /// others are queued for the host with the priority tag and any CN-TAG removed (see
     /// [`Agent::poll_host`]).
     pub fn handle_uplink(&mut self, now: Instant, frame: &[u8]) {
+        self.uplink_frame(now, Src::Shared(frame));
+    }
+
+    /// [`Agent::handle_uplink`] for a frame in a buffer of the caller's: a frame queued for the
+    /// host moves into the queue without a copy (its tags are removed in place) and `frame`
+    /// gets a spare buffer in exchange (contents unspecified, possibly without capacity) to
+    /// receive the next frame into; any other frame is left in `frame` as it was.
+    pub fn handle_uplink_buf(&mut self, now: Instant, frame: &mut Vec<u8>) {
+        self.uplink_frame(now, Src::Owned(frame));
+    }
+
+    /// [`Agent::handle_uplink`] and [`Agent::handle_uplink_buf`].
+    fn uplink_frame(&mut self, now: Instant, src: Src<'_>) {
+        let frame = src.bytes();
         self.stats.uplink_rx_frames += 1;
         let Ok(info) = walk(frame) else {
             self.stats.uplink_malformed += 1;
@@ -340,21 +391,29 @@ impl Agent {
                     self.stats.host_queue_full += 1;
                     return;
                 }
-                let mut b = self.pool.take_empty(frame.len());
-                if strip_for_host(frame, self.cfg.vid, &mut b).is_err() {
-                    self.pool.give(b);
-                    self.stats.uplink_malformed += 1;
-                    return;
-                }
-                self.host_bytes += b.len() as u64;
-                self.host_q.push_back(b);
+                let mut b = match src {
+                    Src::Shared(f) => self.pool.take(f),
+                    Src::Owned(f) => self.pool.exchange(f),
+                };
+                let start = strip_in_place(&mut b, &info, self.cfg.vid);
+                self.host_bytes += (b.len() - start) as u64;
+                self.host_q.push_back((start, b));
             }
         }
     }
 
     /// Frames due on the uplink now, paced per flow by its limiter and across flows by the
     /// line rate, round-robin; `tx` returns false when there is no room (the frame stays).
+    /// The borrowed form of [`Agent::poll_uplink_buf`].
     pub fn poll_uplink(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8]) -> bool) {
+        self.poll_uplink_buf(now, &mut |f| tx(f));
+    }
+
+    /// [`Agent::poll_uplink`] handing each frame out in the agent's buffer: `tx` may keep the
+    /// buffer by swapping in a spare of its own (any `Vec`; the agent reuses it), so a driver
+    /// that recycles buffers takes frames without copying them. A `tx` that returns false
+    /// must leave the buffer as it was.
+    pub fn poll_uplink_buf(&mut self, now: Instant, tx: &mut dyn FnMut(&mut Vec<u8>) -> bool) {
         self.run_timers(now);
         'send: while self.line.may_start(now) && !self.ring.is_empty() {
             let n = self.ring.len();
@@ -383,14 +442,14 @@ impl Agent {
                     self.txbuf.clear();
                     self.txbuf.extend_from_slice(head);
                 }
-                if !tx(&self.txbuf) {
+                let len = self.txbuf.len();
+                if !tx(&mut self.txbuf) {
                     self.ring.push_front(idx);
                     break 'send;
                 }
-                let len = self.txbuf.len();
                 if let Some(b) = f.queue.pop_front() {
                     f.qbytes -= b.len() as u64;
-                    self.pool.give(b);
+                    self.pool.give_frame(b);
                 }
                 self.backlog_frames -= 1;
                 self.line.start(now, len);
@@ -422,13 +481,13 @@ impl Agent {
 
     /// Frames for the host, oldest first; `tx` returns false when there is no room.
     pub fn poll_host(&mut self, _now: Instant, tx: &mut dyn FnMut(&[u8]) -> bool) {
-        while let Some(b) = self.host_q.front() {
-            if !tx(b) {
+        while let Some((start, b)) = self.host_q.front() {
+            if !tx(&b[*start..]) {
                 break;
             }
-            if let Some(b) = self.host_q.pop_front() {
-                self.host_bytes -= b.len() as u64;
-                self.pool.give(b);
+            if let Some((start, b)) = self.host_q.pop_front() {
+                self.host_bytes -= (b.len() - start) as u64;
+                self.pool.give_frame(b);
                 self.stats.host_tx_frames += 1;
             }
         }

@@ -66,12 +66,14 @@ impl HeldFrames {
         now: Instant,
         done: &mut dyn FnMut(u64, usize, Result<(), HostError>),
     ) {
-        while let Some((tag, frame)) = self.queue.front() {
-            let r = agent.handle_host(now, frame);
+        while let Some((tag, frame)) = self.queue.front_mut() {
+            let len = frame.len();
+            // Taken, the frame's buffer moves into the agent and a spare takes its place.
+            let r = agent.handle_host_buf(now, frame);
             if r == Err(HostError::Backpressure) {
                 return;
             }
-            done(*tag, frame.len(), r);
+            done(*tag, len, r);
             if let Some((_, buf)) = self.queue.pop_front() {
                 self.spare.push(buf);
             }
@@ -98,7 +100,9 @@ impl HeldFrames {
     /// Like [`HeldFrames::offer`] for a producer that writes its frame in place: `make` fills
     /// a buffer of `len` octets and returns the frame's length, or `None` when it has no frame
     /// (then nothing is offered and `None` returned). Produced into a buffer the queue would
-    /// keep, a frame refused with backpressure is held without a copy. Call only when
+    /// keep, a frame refused with backpressure is held without a copy, and one the agent
+    /// takes moves into the agent without a copy ([`Agent::handle_host_buf`]), as do held
+    /// frames taken by [`HeldFrames::retry`]. Call only when
     /// [`HeldFrames::is_empty`] (new frames queue behind held ones: produce them after
     /// [`HeldFrames::retry`] emptied the queue).
     pub fn offer_from(
@@ -117,8 +121,10 @@ impl HeldFrames {
             self.spare.push(buf);
             return None;
         };
+        buf.truncate(n);
         let offered = if self.queue.is_empty() {
-            match agent.handle_host(now, &buf[..n]) {
+            // Taken, the frame's buffer moves into the agent and `buf` becomes a spare.
+            match agent.handle_host_buf(now, &mut buf) {
                 Ok(()) => Offered::Accepted,
                 Err(HostError::Backpressure) => Offered::Held,
                 Err(e) => Offered::Refused(e),
@@ -127,7 +133,6 @@ impl HeldFrames {
             Offered::Held
         };
         if offered == Offered::Held {
-            buf.truncate(n);
             self.queue.push_back((tag, buf));
         } else {
             self.spare.push(buf);

@@ -45,6 +45,31 @@ impl BufPool {
         b
     }
 
+    /// A spare buffer for a frame of `bytes`'s length taken over in place: `bytes` gets the
+    /// spare (contents unspecified; empty when that class's free list is) and its own buffer
+    /// is returned. The free lists and [`BufPool::allocated`] move as with [`BufPool::take`]
+    /// when the frame's buffer comes back through [`BufPool::give_frame`].
+    pub fn exchange(&mut self, bytes: &mut Vec<u8>) -> Vec<u8> {
+        let c = class_of(bytes.len());
+        let spare = match self.free[c].pop() {
+            Some(b) => b,
+            None => {
+                self.allocated += 1;
+                Vec::new()
+            }
+        };
+        std::mem::replace(bytes, spare)
+    }
+
+    /// Gives back a buffer still holding the frame it was taken (or exchanged) for, whatever
+    /// its capacity: it is filed under that frame's class, the one it was taken from, so the
+    /// free lists move as if every frame had been copied into a pool buffer (a buffer too
+    /// small for a later frame grows once when used).
+    pub fn give_frame(&mut self, b: Vec<u8>) {
+        let c = class_of(b.len());
+        self.free[c].push(b);
+    }
+
     /// Gives a buffer back.
     pub fn give(&mut self, b: Vec<u8>) {
         if b.capacity() == 0 {
@@ -71,6 +96,24 @@ impl BufPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exchanged_frames_come_back_to_their_class() {
+        let mut p = BufPool::default();
+        let mut mine = vec![3u8; 1500];
+        let b = p.exchange(&mut mine);
+        assert_eq!((b.len(), b[0], mine.capacity()), (1500, 3, 0));
+        assert_eq!(p.allocated(), 1);
+        p.give_frame(b);
+        // The empty spare that replaced it goes back in the class of the frame it held.
+        let mut next = vec![4u8; 1400];
+        let c = p.exchange(&mut next);
+        assert_eq!((c.len(), next.len()), (1400, 1500));
+        p.give_frame(c);
+        let d = p.take(&[5u8; 1500]);
+        assert_eq!(d.len(), 1500);
+        assert_eq!(p.allocated(), 1);
+    }
 
     #[test]
     fn recycles() {

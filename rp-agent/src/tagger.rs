@@ -10,7 +10,9 @@
 //!
 //! On the way down ([`strip_for_host`]) the CN-TAG is removed (clause 33.3: a CN-TAG never
 //! leaves its domain) and so is an outer 802.1Q tag whose VID is 0 or the agent's VID, so an
-//! unmodified host stack sees the untagged frames it sent.
+//! unmodified host stack sees the untagged frames it sent. [`strip_in_place`] does the same
+//! inside the received frame's own buffer: only the header octets before the removed tags
+//! move (towards the payload), and the frame then starts at an offset into the buffer.
 
 use cnm_proto::wire::{self, walk, EtherType};
 
@@ -81,6 +83,31 @@ pub fn strip_for_host(frame: &[u8], vid: u16, out: &mut Vec<u8>) -> wire::Result
     Ok(())
 }
 
+/// [`strip_for_host`] inside `frame`'s own buffer, given its walked header `info`: the octets
+/// before each removed tag move up against what follows it (the payload never moves) and the
+/// returned offset is where the frame as the host should see it now starts.
+pub fn strip_in_place(frame: &mut [u8], info: &wire::L2Info, vid: u16) -> usize {
+    let mut from = 12;
+    if let (Some(v), Some(tag)) = (info.vlan_offset, info.vlan) {
+        let tpid = u16::from_be_bytes([frame[v], frame[v + 1]]);
+        if tpid == TPID && (tag.vid == 0 || tag.vid == vid) {
+            from = v + 4;
+        }
+    }
+    // What the host sees is [..12] + [from..c] + [c + 4..] (or [..12] + [from..]): the
+    // middle part moves up by the CN-TAG's 4 octets, then the addresses up against it.
+    let end = match info.cn_tag_offset {
+        Some(c) => {
+            frame.copy_within(from..c, from + 4);
+            from + 4
+        }
+        None => from,
+    };
+    let start = end - 12;
+    frame.copy_within(..12, start);
+    start
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +147,33 @@ mod tests {
         assert_eq!(down.len(), f.len() + 4);
         assert_eq!(walk(&down).unwrap().rpid, None);
         assert_eq!(walk(&down).unwrap().vlan.unwrap().vid, 200);
+    }
+
+    /// `strip_in_place` gives what `strip_for_host` gives, for every tagging the uplink makes
+    /// and for frames the agent did not tag.
+    #[test]
+    fn stripping_in_place_matches_stripping_into_a_copy() {
+        let f = untagged();
+        let mut tagged_by_host = Vec::new();
+        tag_for_uplink(&f, 1, 42, Some(9), &mut tagged_by_host).unwrap();
+        let mut cases = vec![f.clone(), tagged_by_host.clone()];
+        for (vid, rpid) in [(0, Some(7)), (0, None), (100, Some(1)), (200, Some(3))] {
+            for base in [&f, &tagged_by_host] {
+                let mut up = Vec::new();
+                tag_for_uplink(base, 5, vid, rpid, &mut up).unwrap();
+                cases.push(up);
+            }
+        }
+        for frame in &cases {
+            for vid in [0, 42, 100] {
+                let mut expect = Vec::new();
+                strip_for_host(frame, vid, &mut expect).unwrap();
+                let mut buf = frame.clone();
+                let info = walk(&buf).unwrap();
+                let start = strip_in_place(&mut buf, &info, vid);
+                assert_eq!(&buf[start..], &expect[..], "frame {frame:02x?} vid {vid}");
+            }
+        }
     }
 
     #[test]

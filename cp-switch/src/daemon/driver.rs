@@ -417,7 +417,8 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         let now = self.clock.now();
         let slots = &mut self.slots;
         let refused = &mut self.refused;
-        bridge.poll_transmit(now, &mut |pid, frame| {
+        // The socket copies the frame into its ring: the bridge keeps its buffer.
+        bridge.poll_transmit_buf(now, &mut |pid, frame| {
             let Some(slot) = slots.get_mut(pid.index()) else {
                 return false;
             };

@@ -451,20 +451,22 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
         }
         let now = self.clock.now();
         if let Some(uplink) = self.uplink.as_mut() {
-            self.agent.poll_uplink(now, &mut |f| match uplink.send(f) {
-                Ok(true) => true,
-                Ok(false) => {
-                    busy = true;
-                    false
-                }
-                Err(e) if e.is_link_gone() => {
-                    lost.get_or_insert_with(|| e.to_string());
-                    false
-                }
-                // A frame this port can never send (longer than its MTU, ...): dropped rather
-                // than wedging the flow, and counted by the port (`uplink.io` in `stats`).
-                Err(_) => true,
-            });
+            // The socket copies the frame into its ring: the agent keeps its buffer.
+            self.agent
+                .poll_uplink_buf(now, &mut |f| match uplink.send(f) {
+                    Ok(true) => true,
+                    Ok(false) => {
+                        busy = true;
+                        false
+                    }
+                    Err(e) if e.is_link_gone() => {
+                        lost.get_or_insert_with(|| e.to_string());
+                        false
+                    }
+                    // A frame this port can never send (longer than its MTU, ...): dropped rather
+                    // than wedging the flow, and counted by the port (`uplink.io` in `stats`).
+                    Err(_) => true,
+                });
             if let Err(e) = uplink.flush() {
                 if e.is_link_gone() {
                     lost.get_or_insert_with(|| e.to_string());

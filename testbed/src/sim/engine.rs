@@ -2,8 +2,11 @@
 //!
 //! See the [module documentation](super) for the model. Costs per frame hop: one heap push and
 //! pop for the delivery (only the head of each link direction is in the heap; the rest wait in
-//! the direction's FIFO, whose arrival times are non-decreasing), one copy into a recycled
-//! buffer, the core's own `handle_*`, `poll_*` and `poll_timeout`.
+//! the direction's FIFO, whose arrival times are non-decreasing), no copy (the frame's buffer
+//! moves from the sending core onto the link and into the receiving core, each handing a
+//! recycled buffer back: `Bridge::poll_transmit_buf`, `Bridge::handle_frame_buf`,
+//! `Agent::poll_uplink_buf`, `Agent::handle_uplink_buf`), the core's own `handle_*`, `poll_*`
+//! and `poll_timeout`.
 
 use super::host::HostNode;
 use super::node::{NoNode, SimNode};
@@ -1063,7 +1066,7 @@ impl<X: SimNode> Sim<X> {
     fn deliver(&mut self, d: usize) {
         let now = self.now;
         let dir = &mut self.dirs[d];
-        let Some((_, buf)) = dir.inflight.pop_front() else {
+        let Some((_, mut buf)) = dir.inflight.pop_front() else {
             return;
         };
         dir.stats.delivered += 1;
@@ -1073,9 +1076,12 @@ impl<X: SimNode> Sim<X> {
             self.dirs[d].head_seq = s;
         }
         self.stats.deliveries += 1;
+        // A core that keeps the frame takes its buffer and gives a spare back (no copy).
         match &mut self.nodes[to].body {
-            Body::Switch(s) => s.bridge.handle_frame(now, PortId(port as u16), &buf),
-            Body::Host(h) => h.handle_frame(now, &buf),
+            Body::Switch(s) => s
+                .bridge
+                .handle_frame_buf(now, PortId(port as u16), &mut buf),
+            Body::Host(h) => h.handle_frame(now, &mut buf),
             Body::Custom(x) => x.handle_frame(now, port, &buf),
         }
         self.pool.push(buf);
@@ -1098,7 +1104,7 @@ impl<X: SimNode> Sim<X> {
         } = self;
         let NodeState { body, ports, .. } = &mut nodes[n];
         let mut refused: Option<Instant> = None;
-        let mut tx = |port: usize, frame: &[u8]| -> bool {
+        let mut tx = |port: usize, frame: &mut Vec<u8>| -> bool {
             let Some(&d) = ports.get(port) else {
                 stats.unattached += 1;
                 return true;
@@ -1133,9 +1139,8 @@ impl<X: SimNode> Sim<X> {
                     }
                 }
             }
-            let mut buf = pool.pop().unwrap_or_default();
-            buf.clear();
-            buf.extend_from_slice(frame);
+            // The frame's buffer goes on the link; the sender gets a recycled one back.
+            let buf = std::mem::replace(frame, pool.pop().unwrap_or_default());
             if dir.inflight.is_empty() {
                 dir.head_seq = queue.push(arrival, Kind::Deliver(d));
             }
@@ -1145,9 +1150,17 @@ impl<X: SimNode> Sim<X> {
         match body {
             Body::Switch(s) => s
                 .bridge
-                .poll_transmit(now, &mut |pid, f| tx(pid.index(), f)),
+                .poll_transmit_buf(now, &mut |pid, f| tx(pid.index(), f)),
             Body::Host(h) => h.poll(now, &mut |f| tx(0, f)),
-            Body::Custom(x) => x.poll(now, &mut tx),
+            Body::Custom(x) => {
+                // Custom nodes hand out borrowed frames: copied once here.
+                let mut copy = Vec::new();
+                x.poll(now, &mut |port, f| {
+                    copy.clear();
+                    copy.extend_from_slice(f);
+                    tx(port, &mut copy)
+                })
+            }
         }
         let st = &mut nodes[n];
         if st.last_poll == now {

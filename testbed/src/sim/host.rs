@@ -197,14 +197,16 @@ impl HostNode {
 
 /// How the engine drives a host (the shape of [`super::SimNode`], one port).
 impl HostNode {
-    /// A frame fully arrived on the uplink at `now`.
-    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        self.agent.handle_uplink(now, frame);
+    /// A frame fully arrived on the uplink at `now`, in the caller's buffer: the agent may
+    /// take it and leave a spare in its place ([`Agent::handle_uplink_buf`]).
+    pub fn handle_frame(&mut self, now: Instant, frame: &mut Vec<u8>) {
+        self.agent.handle_uplink_buf(now, frame);
     }
 
     /// Frames for the host to the applications, the applications' frames to the agent, and
-    /// every uplink frame due at `now` to `tx` (false: the link is busy, the frame stays).
-    pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&[u8]) -> bool) {
+    /// every uplink frame due at `now` to `tx` (false: the link is busy, the frame stays; `tx`
+    /// may keep the frame's buffer by swapping in a spare, [`Agent::poll_uplink_buf`]).
+    pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&mut Vec<u8>) -> bool) {
         let sink = &mut self.sink;
         let tcp = &mut self.tcp;
         self.agent.poll_host(now, &mut |f| {
@@ -218,7 +220,7 @@ impl HostNode {
             true
         });
         self.run_apps(now);
-        self.agent.poll_uplink(now, tx);
+        self.agent.poll_uplink_buf(now, tx);
     }
 
     /// The next instant the host has work; `None` when idle until a frame arrives.
