@@ -81,6 +81,7 @@ use cnm_proto::wire::{
     RateFeedbackRepr, VlanInfo,
 };
 use cnm_proto::{Duration, Instant, Rate};
+use daemon_kit::trace_record::{QueueEntry, QueueTracker, Queues};
 use std::collections::VecDeque;
 
 const P: usize = NUM_PRIORITIES;
@@ -989,6 +990,35 @@ impl Bridge {
             buffers_allocated: self.pool.allocated(),
             events_lost: self.events_lost,
         }
+    }
+
+    /// The trace's `queues` line for the occupancies now ([`QueueTracker::line`] over the
+    /// queues of [`Bridge::stats`], input buffers then output queues, by port then priority),
+    /// built without taking the snapshot: only the entries the line lists are made.
+    pub fn queues_line(
+        &self,
+        tracker: &mut QueueTracker,
+        t: u64,
+        node: Option<&str>,
+    ) -> Option<Queues> {
+        let inputs = self.inbufs.len();
+        let bytes = |k: usize| match k.checked_sub(inputs) {
+            None => self.inbufs[k].bytes(),
+            Some(o) => self.outqs[o].bytes(),
+        };
+        let entry = |k: usize, bytes: u64| {
+            let (kind, q) = match k.checked_sub(inputs) {
+                None => (QueueKind::Input, k),
+                Some(o) => (QueueKind::Output, o),
+            };
+            QueueEntry {
+                port: self.ports[q / P].name.clone(),
+                priority: (q % P) as u8,
+                kind: kind.name().to_string(),
+                bytes,
+            }
+        };
+        tracker.line_by(t, node, inputs + self.outqs.len(), bytes, entry)
     }
 
     /// Snapshot of the congestion points, by port then priority.

@@ -244,3 +244,36 @@ fn output_queued_drop_tail_policy() {
     bad.lossless.mode = cp_switch::LosslessMode::Pause;
     assert_eq!(bad.validate().unwrap_err().field, "buffers.on_output_full");
 }
+
+/// The trace's `queues` line built on demand is the one built from the stats snapshot, line
+/// after line (queues filling, draining, and idle ones left out).
+#[test]
+fn queues_line_matches_the_snapshot_line() {
+    use daemon_kit::trace_record::QueueTracker;
+    let mut h = isolation_bridge();
+    let (mut fast, mut slow) = (QueueTracker::default(), QueueTracker::default());
+    let mut listed = 0;
+    for round in 0..60u64 {
+        if round < 3 {
+            for _ in 0..30 {
+                h.rx(1, &frame(mac(0), mac(1), None, 1000));
+            }
+        }
+        h.advance(Duration::from_millis(5));
+        h.poll();
+        let t = h.now.as_nanos();
+        let entries = h
+            .bridge
+            .stats()
+            .queues
+            .iter()
+            .map(|q| q.trace_entry())
+            .collect::<Vec<_>>();
+        let want = slow.line(t, Some("sw"), entries.into_iter());
+        let got = h.bridge.queues_line(&mut fast, t, Some("sw"));
+        assert_eq!(got, want, "round {round}");
+        listed += usize::from(got.is_some());
+    }
+    // Busy rounds, the round that writes the emptied queues at zero, then idle ones.
+    assert!(listed > 5 && listed < 60, "{listed}");
+}

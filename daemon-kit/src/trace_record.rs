@@ -140,6 +140,33 @@ impl QueueTracker {
             queues: listed,
         })
     }
+
+    /// [`QueueTracker::line`] for `n` queues read on demand: `bytes(k)` is the occupancy of
+    /// queue `k` and `entry(k, bytes)` builds its entry, called only for the queues the line
+    /// lists (a busy switch has most of its queues idle: their entries are never built).
+    pub fn line_by(
+        &mut self,
+        t: u64,
+        node: Option<&str>,
+        n: usize,
+        mut bytes: impl FnMut(usize) -> u64,
+        mut entry: impl FnMut(usize, u64) -> QueueEntry,
+    ) -> Option<Queues> {
+        self.last.resize(n, 0);
+        let mut listed = Vec::new();
+        for (k, prev) in self.last.iter_mut().enumerate() {
+            let b = bytes(k);
+            if b != 0 || *prev != 0 {
+                listed.push(entry(k, b));
+            }
+            *prev = b;
+        }
+        (!listed.is_empty()).then(|| Queues {
+            t,
+            node: node.map(str::to_string),
+            queues: listed,
+        })
+    }
 }
 
 /// An event line: the node (in a multi-node trace) and the event's own fields beside it.

@@ -472,9 +472,8 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             self.bridge
                 .drain_events(&mut |ev| t.write(&TraceRecord::event(None, ev)));
             if now >= self.next_trace {
-                let queues = self.bridge.stats().queues;
-                let entries = queues.iter().map(|q| q.trace_entry());
-                if let Some(line) = self.queue_tracker.line(now.as_nanos(), None, entries) {
+                let tracker = &mut self.queue_tracker;
+                if let Some(line) = self.bridge.queues_line(tracker, now.as_nanos(), None) {
                     t.write(&TraceRecord::<()>::Queues(line));
                 }
                 self.next_trace = now + self.trace_interval;

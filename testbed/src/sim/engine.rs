@@ -1247,9 +1247,8 @@ impl<X: SimNode> Sim<X> {
                         }
                     });
                     if tracing && queues {
-                        let st = s.bridge.stats();
-                        let entries = st.queues.iter().map(|q| q.trace_entry());
-                        if let Some(q) = s.queue_tracker.line(now.as_nanos(), Some(name), entries) {
+                        let tracker = &mut s.queue_tracker;
+                        if let Some(q) = s.bridge.queues_line(tracker, now.as_nanos(), Some(name)) {
                             if let Ok(l) = TraceRecord::<()>::Queues(q).to_line() {
                                 lines.push(l);
                             }
