@@ -758,11 +758,12 @@ impl Bridge {
             }
             if port.backlog != 0 {
                 let mut ready = Instant::MAX;
-                for p in 0..P {
-                    if port.backlog & (1 << p) != 0 {
-                        if let Some(f) = self.outqs[o * P + p].front() {
-                            ready = ready.min(f.ts.max(port.pause_rx.until(p)));
-                        }
+                let mut backlog = port.backlog;
+                while backlog != 0 {
+                    let p = backlog.trailing_zeros() as usize;
+                    backlog &= backlog - 1;
+                    if let Some(f) = self.outqs[o * P + p].front() {
+                        ready = ready.min(f.ts.max(port.pause_rx.until(p)));
                     }
                 }
                 if ready != Instant::MAX {

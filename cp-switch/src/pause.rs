@@ -189,6 +189,9 @@ pub struct PauseRx {
     reasserted: u8,
     /// Priorities the storm watchdog has declared in a storm.
     storm: u8,
+    /// Priorities asked to stop since the watchdog last found them at rest (not stopped, no
+    /// pause under way, not in a storm): the only ones besides `storm` it has to look at.
+    armed: u8,
 }
 
 impl Default for PauseRx {
@@ -198,6 +201,7 @@ impl Default for PauseRx {
             since: [Instant::MAX; NUM_PRIORITIES],
             reasserted: 0,
             storm: 0,
+            armed: 0,
         }
     }
 }
@@ -245,6 +249,9 @@ impl PauseRx {
         let bit = 1u8 << p;
         let was_paused = self.until[p] > now;
         self.until[p] = now + quanta_time(quanta, rate);
+        if quanta != 0 {
+            self.armed |= bit;
+        }
         if quanta == 0 {
             self.since[p] = Instant::MAX;
             self.reasserted &= !bit;
@@ -261,12 +268,17 @@ impl PauseRx {
     /// a priority in a storm whose pause lapsed (or was lifted) leaves it. See the module essay.
     pub fn watchdog(&mut self, now: Instant, limit: Duration) -> StormChange {
         let mut c = StormChange::default();
-        for p in 0..NUM_PRIORITIES {
+        // A priority neither armed nor in a storm is at rest: nothing to do or to change.
+        let mut look = self.armed | self.storm;
+        while look != 0 {
+            let p = look.trailing_zeros() as usize;
             let bit = 1u8 << p;
+            look &= !bit;
             let paused = self.until[p] > now;
             if !paused {
                 self.since[p] = Instant::MAX;
                 self.reasserted &= !bit;
+                self.armed &= !bit;
                 if self.storm & bit != 0 {
                     self.storm &= !bit;
                     c.ended |= bit;
@@ -297,8 +309,12 @@ impl PauseRx {
             return None;
         }
         let mut best: Option<Instant> = None;
-        for p in 0..NUM_PRIORITIES {
+        // Only priorities in a storm or re-asserted have a decision ahead.
+        let mut look = self.storm | self.reasserted;
+        while look != 0 {
+            let p = look.trailing_zeros() as usize;
             let bit = 1u8 << p;
+            look &= !bit;
             let t = if self.storm & bit != 0 {
                 self.until[p]
             } else if self.reasserted & bit != 0 && self.since[p] != Instant::MAX {
