@@ -6,7 +6,9 @@
 //!    counted drops; MAC-control frames (EtherType 0x8808) are consumed, PAUSE/PFC stopping the
 //!    port's transmitter; the source is learned in the [`crate::fdb`]; the destination gives one
 //!    output or a flood to every other port that is up.
-//! 2. For each output, the frame is copied into a pooled buffer and appended to the VOQ for that
+//! 2. For each output, the frame is copied into a pooled buffer (or, handed over in the caller's
+//!    buffer through [`Bridge::handle_frame_buf`] to a single output, moved there without a
+//!    copy, the caller getting a spare buffer back) and appended to the VOQ for that
 //!    output in the input buffer of (ingress port, priority) ([`crate::voq`]), or dropped if the
 //!    shared buffer is full or, in drop-tail mode, that VOQ is over its dynamic share of it (in
 //!    lossless mode the buffer sends XOFF upstream at Qhigh so that, with an honouring peer, it
@@ -48,8 +50,9 @@
 //! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
 //!
 //! # Cost
-//! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer, and
-//! O(1) queue operations. No heap allocation once the buffers and queues have grown to the
+//! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer (none
+//! for a frame handed over in the caller's buffer and taken out the same way,
+//! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
 use crate::config::{
