@@ -14,6 +14,27 @@
 //! | pacing error | mean relative inter-frame gap error per generator | 0.10 |
 //! | ingress bursts | share of frames that reached a switch port faster than its link could have delivered them | 0.05 |
 //! | held back, unexplained | generator shortfall counting the intervals its agent held it back, when the ingress bursts are above their limit | 0.05 |
+//! | window too short for the RP loop | fast recoveries of the reaction points the steady window holds | at least 3 |
+//!
+//! # The window and the reaction point's loop
+//! A steady-state mean is a mean over the QCN loop's cycles: a CNM cuts a flow's rate, then
+//! the reaction point recovers (802.1Q-2011 clause 32.13; QCN-REFERENCE §3; Alizadeh et al.,
+//! "Data Center Transport Mechanisms", Allerton 2008, §III: fast recovery). Fast recovery ends
+//! after `rpg_threshold` (F = 5) firings of the byte counter or of the timer; the timer fires
+//! every `rpg_time_reset` (T = 15 ms at 10 Gb/s) stretched by a jitter of up to 1.15, and the
+//! byte counter can only end it sooner. So one recovery lasts at most
+//!
+//! ```text
+//! R = F · T · 1.15 · S        (S: the run's loop time scale; T and R in run time)
+//! ```
+//!
+//! — 86.25 ms with the defaults unscaled, 8.625 s at S = 100. A window shorter than a few R
+//! averages over part of one recovery: its mean depends on where the window cuts the cycle,
+//! and a slow outcome (fairness between flows, which QCN reaches over many cycles) has not
+//! had the time to show. The check asks for [`FidelityThresholds::rp_recoveries_min`] = 3:
+//! one for the transient the window may begin in, two to average over. It applies when a
+//! flow is limited by a QCN-family reaction point (`RunMeta::rp_recovery_s`; explicit-rate
+//! sources follow the advertised rate and have no recovery), see [`rp_window_check`].
 //!
 //! # Ingress bursts
 //! A link cannot deliver frames faster than its rate; a frame a switch received sooner after
@@ -79,6 +100,8 @@ pub struct FidelityThresholds {
     /// Largest acceptable share of frames that reached the switches faster than their links
     /// could have delivered them.
     pub ingress_early_max: f64,
+    /// Fewest fast recoveries of the reaction points the steady window must hold.
+    pub rp_recoveries_min: f64,
     /// Limits of the comparison with the simulator twin.
     pub twin: TwinThresholds,
 }
@@ -116,6 +139,7 @@ impl Default for FidelityThresholds {
             unexpected_drops_max: 0,
             pacing_error_max: 0.10,
             ingress_early_max: 0.05,
+            rp_recoveries_min: 3.0,
             twin: TwinThresholds::default(),
         }
     }
@@ -131,6 +155,38 @@ pub struct Fidelity {
     /// Share of frames that reached the switches faster than their links could have
     /// delivered them (`None`: not measured).
     pub ingress_early_share: Option<f64>,
+    /// Fast recoveries of the reaction points the steady window holds (`None`: no QCN-family
+    /// reaction point).
+    pub rp_recoveries_in_window: Option<f64>,
+}
+
+/// The longest fast recovery of a QCN reaction point (seconds): `threshold` firings of a timer
+/// of period `time_reset_s` (already scaled to run time), each up to 1.15 times the period
+/// (the timer's jitter, QCN-REFERENCE §3). See the module documentation.
+pub fn rp_recovery_s(threshold: u32, time_reset_s: f64) -> f64 {
+    f64::from(threshold) * time_reset_s * RP_JITTER_MAX
+}
+
+/// Largest stretch of the RP timer's period by its jitter U(0.85, 1.15) (QCN-REFERENCE §3).
+pub const RP_JITTER_MAX: f64 = 1.15;
+
+/// Whether a steady window of `window_s` seconds holds at least `min` recoveries of
+/// `recovery_s` seconds: `(recoveries held, None)` when it does, `(held, Some(why))` when not.
+pub fn rp_window_check(window_s: f64, recovery_s: f64, min: f64) -> (f64, Option<String>) {
+    let held = if recovery_s > 0.0 {
+        window_s / recovery_s
+    } else {
+        f64::INFINITY
+    };
+    if held >= min {
+        return (held, None);
+    }
+    (
+        held,
+        Some(format!(
+            "steady window too short for the reaction points' loop: {window_s:.3} s holds              {held:.2} fast recoveries of at most {recovery_s:.3} s each (rpg_threshold ×              rpg_time_reset × 1.15 at the run's scale), at least {min} are needed; lengthen the              run or its window (scenario `window`), or lower the time scale"
+        )),
+    )
 }
 
 /// The ingress measure pooled over every port that measured frames: `(early share, the
@@ -292,10 +348,22 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
             ));
         }
     }
+    // The window against the reaction points' loop.
+    let (a, b) = run.meta.window();
+    let mut rp_recoveries_in_window = None;
+    if let Some(r) = run.meta.rp_recovery_s.filter(|r| *r > 0.0) {
+        let (held, why) = rp_window_check(b - a, r, th.rp_recoveries_min);
+        rp_recoveries_in_window = Some(held);
+        if let Some(why) = why {
+            faithful = false;
+            warnings.push(why);
+        }
+    }
     Fidelity {
         faithful,
         warnings,
         ingress_early_share: ingress.map(|(s, _)| s),
+        rp_recoveries_in_window,
     }
 }
 
@@ -640,7 +708,11 @@ mod tests {
                     mean_bps: Some(*r),
                     fair_share_bps: Some(1.0),
                     cnm_rx: 0,
+                    cnm_window: 0,
                     cnm_per_s: cnm,
+                    rate_feedback_rx: 0,
+                    rate_feedback_window: 0,
+                    rate_feedback_per_s: 0.0,
                     share_ratio: Some(*r),
                     weight: 1.0,
                 })
@@ -665,8 +737,52 @@ mod tests {
             faithful: true,
             warnings: vec![],
             ingress_early_share: None,
+            trace_clock: None,
+            rp_recovery_s: None,
+            rp_recoveries_in_window: None,
             twin: None,
         }
+    }
+
+    #[test]
+    fn the_window_must_hold_three_fast_recoveries() {
+        // Defaults (F = 5, T = 15 ms): R = 5 × 15 ms × 1.15 = 86.25 ms unscaled.
+        assert!((rp_recovery_s(5, 0.015) - 0.08625).abs() < 1e-12);
+        // At S = 100 the timer is 1.5 s: R = 8.625 s.
+        let r100 = rp_recovery_s(5, 1.5);
+        assert!((r100 - 8.625).abs() < 1e-9);
+        // A 1 s window unscaled holds 1 / 0.08625 = 11.59 recoveries: enough.
+        let (held, why) = rp_window_check(1.0, rp_recovery_s(5, 0.015), 3.0);
+        assert!((held - 11.594).abs() < 1e-3, "{held}");
+        assert!(why.is_none());
+        // The same window at S = 100 with a schedule compressed to ×5 (5 s of run time)
+        // holds 5 / 8.625 = 0.58: not enough, and the reason says so.
+        let (held, why) = rp_window_check(5.0, r100, 3.0);
+        assert!((held - 0.5797).abs() < 1e-3, "{held}");
+        let why = why.unwrap();
+        assert!(why.contains("0.58 fast recoveries") && why.contains("8.625 s"), "{why}");
+        // Exactly three: 3 × 86.25 ms = 258.75 ms is enough, a microsecond less is not.
+        assert!(rp_window_check(0.25875, 0.08625, 3.0).1.is_none());
+        assert!(rp_window_check(0.258749, 0.08625, 3.0).1.is_some());
+    }
+
+    #[test]
+    fn a_run_whose_window_is_too_short_for_the_rp_loop_is_not_faithful() {
+        let th = FidelityThresholds::default();
+        let mut run = RunData::new(crate::analysis::RunMeta::new("s", "netns", 30.0, 1));
+        run.meta.steady_window = Some((10.0, 15.0));
+        // No QCN reaction point: no verdict, no figure.
+        let v = check(&run, &th);
+        assert!(v.faithful && v.rp_recoveries_in_window.is_none());
+        // R = 8.625 s (S = 100): 5 s hold 0.58 recoveries.
+        run.meta.rp_recovery_s = Some(rp_recovery_s(5, 1.5));
+        let v = check(&run, &th);
+        assert!(!v.faithful);
+        assert!((v.rp_recoveries_in_window.unwrap() - 0.5797).abs() < 1e-3);
+        assert!(v.warnings.iter().any(|w| w.contains("too short")), "{:?}", v.warnings);
+        // R = 86.25 ms (S = 1): 58 recoveries.
+        run.meta.rp_recovery_s = Some(rp_recovery_s(5, 0.015));
+        assert!(check(&run, &th).faithful);
     }
 
     #[test]

@@ -314,6 +314,12 @@ pub struct CnmAttribution {
     pub unattributed: u64,
     /// `"rp"`, `"cp"` or `"none"`: the side used.
     pub side: &'static str,
+    /// Per flow: explicit-rate feedback messages `(t_s, count)`, from the congestion points'
+    /// `rate_feedback` trace events addressed to the flow's source (explicit-rate runs send
+    /// these instead of CNMs).
+    pub rate_feedback: Vec<Vec<(f64, u64)>>,
+    /// `rate_feedback` events that matched no single flow.
+    pub rate_feedback_unattributed: u64,
 }
 
 /// Attributes CNM trace events (`cnm`, `cnm_rx`) to flows, when [`RunData::cnm_from_trace`].
@@ -359,18 +365,6 @@ pub fn attribute_cnms(run: &RunData) -> CnmAttribution {
                     .as_deref()
                     .is_some_and(|n| run.flows.iter().any(|f| f.host.as_deref() == Some(n)))
         };
-        let cp_match = |e: &Event| -> Option<usize> {
-            let dst = normalize_mac(e.str_field("dst")?);
-            let mut it = run
-                .flows
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| f.src_mac.as_deref() == Some(dst.as_str()));
-            match (it.next(), it.next()) {
-                (Some((i, _)), None) => Some(i),
-                _ => None,
-            }
-        };
         if cnm_events().any(&is_rp_side) {
             out.side = "rp";
             for e in cnm_events().filter(|e| is_rp_side(e)) {
@@ -385,7 +379,7 @@ pub fn attribute_cnms(run: &RunData) -> CnmAttribution {
         } else if cnm_events().any(|e| e.str_field("dst").is_some()) {
             out.side = "cp";
             for e in cnm_events().filter(|e| e.str_field("dst").is_some()) {
-                match cp_match(e) {
+                match cp_match(run, e) {
                     Some(i) => {
                         per_flow[i].push((e.t_s, 1));
                         out.cp_side += 1;
@@ -399,7 +393,35 @@ pub fn attribute_cnms(run: &RunData) -> CnmAttribution {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out.per_flow = per_flow;
+    // Explicit-rate feedback: only the congestion points trace every message they send (a
+    // reaction point traces the ones that changed its rate), so the CP side is used, matched
+    // on the destination like CP-side CNMs. Events are in time order (`RunData::absorb`).
+    out.rate_feedback = vec![Vec::new(); run.flows.len()];
+    for e in run
+        .events
+        .iter()
+        .filter(|e| e.kind == "rate_feedback" && e.str_field("dst").is_some())
+    {
+        match cp_match(run, e) {
+            Some(i) => out.rate_feedback[i].push((e.t_s, 1)),
+            None => out.rate_feedback_unattributed += 1,
+        }
+    }
     out
+}
+
+/// The flow whose source address is the event's `"dst"`, when exactly one flow has it.
+fn cp_match(run: &RunData, e: &Event) -> Option<usize> {
+    let dst = normalize_mac(e.str_field("dst")?);
+    let mut it = run
+        .flows
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.src_mac.as_deref() == Some(dst.as_str()));
+    match (it.next(), it.next()) {
+        (Some((i, _)), None) => Some(i),
+        _ => None,
+    }
 }
 
 /// Time-weighted queue statistics over a window.
@@ -510,13 +532,19 @@ pub fn count_events(run: &RunData, bn: &Bottleneck, kind: &str, a: f64, b: f64) 
         .count() as u64
 }
 
-/// CNMs per second over `[a, b)` of a `(t, count)` list.
-pub fn cnm_per_s(cnm: &[(f64, u64)], a: f64, b: f64) -> f64 {
-    let n: u64 = cnm
+/// Sum of the counts of a `(t, count)` list over `[a, b)`.
+pub fn count_in(counts: &[(f64, u64)], a: f64, b: f64) -> u64 {
+    counts
         .iter()
         .filter(|c| c.0 >= a && c.0 < b)
         .map(|c| c.1)
-        .sum();
+        .sum()
+}
+
+/// CNMs (or any counted messages) per second over `[a, b)` of a `(t, count)` list: the
+/// [`count_in`] of the same window over its length.
+pub fn cnm_per_s(cnm: &[(f64, u64)], a: f64, b: f64) -> f64 {
+    let n = count_in(cnm, a, b);
     if b > a {
         n as f64 / (b - a)
     } else {

@@ -59,6 +59,101 @@ pub struct RunMeta {
     pub q_high_bytes: Option<u64>,
     /// Scenario events to measure convergence from.
     pub markers: Vec<Marker>,
+    /// Longest fast recovery of the run's QCN reaction points, in run time (seconds):
+    /// `rpg_threshold × rpg_time_reset × 1.15` (the timer's largest jitter) at the run's time
+    /// scale; `None` when no flow is limited by a QCN-family reaction point (explicit-rate, or a
+    /// run built by hand). The fidelity check requires the steady window to hold several
+    /// ([`crate::analysis::fidelity::rp_window_check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rp_recovery_s: Option<f64>,
+    /// The clock of the run's trace files and how to turn their times into pcap times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_clock: Option<TraceClock>,
+}
+
+/// The clock of a run's traces (`--trace` files of the daemons, the simulator's `trace.jsonl`).
+///
+/// Every trace time is an integer count of **nanoseconds**, under the key `t` in `queues`,
+/// `cp_config` and `rp_config` records and `at` in `event` records
+/// ([`daemon_kit::trace_record`]). The daemons read `CLOCK_MONOTONIC` (time since boot, not
+/// the wall clock); the simulator counts virtual time from 0. Captures (pcap) are stamped with
+/// `CLOCK_REALTIME` (seconds since the Unix epoch) by the kernel, or with virtual time from the
+/// epoch 0 by the simulator. So:
+///
+/// ```text
+/// pcap time (ns since the epoch) = trace time (ns) + realtime_offset_ns
+/// run time (s)                   = (trace time (ns) − t0_ns) / 1e9
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceClock {
+    /// `"monotonic"` (`CLOCK_MONOTONIC`, the daemons) or `"virtual"` (the simulator).
+    pub clock: TraceClockKind,
+    /// Trace time (ns) of the run's t = 0.
+    pub t0_ns: u64,
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC` (ns) read at the start of the run (0 in the
+    /// simulator, whose captures count virtual time from the epoch): add it to a trace time to
+    /// get a pcap time.
+    pub realtime_offset_ns: i64,
+}
+
+/// Which clock a trace reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceClockKind {
+    /// `CLOCK_MONOTONIC` (clock_gettime(2)): the daemons.
+    Monotonic,
+    /// The simulator's virtual time, from 0.
+    Virtual,
+}
+
+impl TraceClock {
+    /// A monotonic trace clock whose t = 0 is `t0_ns`, with the offset to `CLOCK_REALTIME`
+    /// read now ([`realtime_offset_ns`]).
+    pub fn monotonic_now(t0_ns: u64) -> TraceClock {
+        TraceClock {
+            clock: TraceClockKind::Monotonic,
+            t0_ns,
+            realtime_offset_ns: realtime_offset_ns(),
+        }
+    }
+
+    /// The simulator's clock: virtual ns from 0, captures stamped with the same numbers.
+    pub const VIRTUAL: TraceClock = TraceClock {
+        clock: TraceClockKind::Virtual,
+        t0_ns: 0,
+        realtime_offset_ns: 0,
+    };
+
+    /// The pcap time (ns since the Unix epoch) of a trace time (ns).
+    pub fn to_pcap_ns(&self, trace_ns: u64) -> i128 {
+        i128::from(trace_ns) + i128::from(self.realtime_offset_ns)
+    }
+
+    /// The trace time (ns) of a pcap time (ns since the Unix epoch); `None` before the
+    /// trace clock's zero.
+    pub fn from_pcap_ns(&self, pcap_ns: i128) -> Option<u64> {
+        u64::try_from(pcap_ns - i128::from(self.realtime_offset_ns)).ok()
+    }
+
+    /// Run time (seconds since the run's start) of a trace time (ns).
+    pub fn run_s(&self, trace_ns: u64) -> f64 {
+        (i128::from(trace_ns) - i128::from(self.t0_ns)) as f64 / 1e9
+    }
+}
+
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` in ns, now: the realtime clock read between two
+/// monotonic readings, against their midpoint (the error is at most half the gap between them,
+/// well under a microsecond).
+pub fn realtime_offset_ns() -> i64 {
+    let m0 = cnm_proto::phy::clock::now().as_nanos();
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let m1 = cnm_proto::phy::clock::now().as_nanos();
+    let mono = u128::from(m0) + u128::from(m1.saturating_sub(m0)) / 2;
+    // Both fit in i64 for centuries (2^63 ns is 292 years).
+    (real as i128 - mono as i128).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 impl RunMeta {
@@ -76,6 +171,8 @@ impl RunMeta {
             q_eq_steps: Vec::new(),
             q_high_bytes: None,
             markers: Vec::new(),
+            rp_recovery_s: None,
+            trace_clock: None,
         }
     }
 

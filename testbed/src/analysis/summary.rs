@@ -2,12 +2,14 @@
 //!
 //! Schema (the keys the issue fixes first, then additions):
 //! `{"scenario","mode","variant"?,"duration_s","seed","time_scale","steady_window_s":[a,b],
-//!   "flows":[{"name","mean_bps","fair_share_bps","cnm_rx","cnm_per_s","share_ratio","weight"}],
+//!   "flows":[{"name","mean_bps","fair_share_bps","cnm_rx","cnm_window","cnm_per_s","share_ratio",
+//!     "weight","rate_feedback_rx"?,"rate_feedback_window"?,"rate_feedback_per_s"?}],
 //!   "bottlenecks":[{"name","link","capacity_bps","utilization","queue_mean_bytes",
 //!     "queue_std_bytes","queue_p99_bytes","queue_max_bytes","time_above_qhigh_s","drops",
 //!     "pause_tx"}],
 //!   "jain","jain_rates","convergence_s":[...],"convergence_events":[...],"faithful","warnings",
-//!   "ingress_early_share"?, "twin"?: {"sim_dir"?, "metrics":[{"metric","netns","sim",
+//!   "ingress_early_share"?, "trace_clock"?: {"clock","t0_ns","realtime_offset_ns"},
+//!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "twin"?: {"sim_dir"?, "metrics":[{"metric","netns","sim",
 //!     "deviation","relative","limit","ok"}], "faithful"}}`.
 //!
 //! `ingress_early_share` (netns) is the share of frames that reached the switches faster than
@@ -15,15 +17,29 @@
 //! simulator on the same scenario and seed, and `faithful` includes its verdict
 //! ([`super::fidelity`]).
 //!
-//! Means, fair shares, Jain, queue statistics, utilization and CNM rates are taken over the
-//! steady-state window; `cnm_rx`, `drops` and `pause_tx` count the whole run. `convergence_s[k]`
-//! is measured from marker k (`null` = did not converge before the next marker or the end).
+//! Means, fair shares, Jain, queue statistics, utilization, feedback counts and feedback rates
+//! are taken over the steady-state window (`cnm_window` and `cnm_per_s` count the same CNMs);
+//! `cnm_rx`, `rate_feedback_rx`, `drops` and `pause_tx` count the whole run and say so in the
+//! tables. `convergence_s[k]` is measured from marker k (`null` = did not converge before the
+//! next marker or the end).
+//!
+//! Feedback: CNMs are what QCN-family congestion points send (802.1Q clause 33.4), counted at
+//! the flow's reaction point; an explicit-rate congestion point sends rate-feedback messages
+//! instead (`cp_switch::cp::explicit_rate`), counted from the switches' `rate_feedback` trace
+//! events addressed to the flow's source (messages sent: an upper bound of those received).
+//! `rate_feedback_*` are left out of the JSON when the run has none.
+//!
+//! `trace_clock` (when known) says how to read the trace files' times and turn them into the
+//! captures' times ([`super::model::TraceClock`]); `rp_recovery_s` and `rp_recoveries_in_window`
+//! are the reaction points' longest fast recovery and how many the steady window holds: fewer
+//! than [`super::fidelity::FidelityThresholds::rp_recoveries_min`] make the run unfaithful
+//! ([`super::fidelity::rp_window_check`]).
 
 use serde::{Deserialize, Serialize};
 
 use super::fidelity::{self, FidelityThresholds, Twin};
 use super::metrics::{self, ConvergenceOptions, Epoch};
-use super::model::RunData;
+use super::model::{RunData, TraceClock};
 
 /// One flow in the summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,12 +52,32 @@ pub struct FlowSummary {
     pub fair_share_bps: Option<f64>,
     /// CNMs received over the whole run.
     pub cnm_rx: u64,
+    /// CNMs received in the steady-state window (the ones `cnm_per_s` counts).
+    #[serde(default)]
+    pub cnm_window: u64,
     /// CNMs received per second over the window.
     pub cnm_per_s: f64,
+    /// Explicit-rate feedback messages sent to the flow's source over the whole run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_feedback_rx: u64,
+    /// Explicit-rate feedback messages in the steady-state window.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rate_feedback_window: u64,
+    /// Explicit-rate feedback messages per second over the window.
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub rate_feedback_per_s: f64,
     /// `mean_bps / fair_share_bps`.
     pub share_ratio: Option<f64>,
     /// Weight (weighted max-min).
     pub weight: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_f(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One bottleneck in the summary.
@@ -109,6 +145,15 @@ pub struct Summary {
     /// delivered them (netns; `null`: not measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_early_share: Option<f64>,
+    /// The clock of the run's traces and its offset to the captures' clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_clock: Option<TraceClock>,
+    /// Longest fast recovery of the reaction points (run time, seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rp_recovery_s: Option<f64>,
+    /// How many such recoveries the steady window holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rp_recoveries_in_window: Option<f64>,
     /// The comparison with the simulator on the same scenario and seed (`--twin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<Twin>,
@@ -153,9 +198,16 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
             cnms.unattributed, cnms.side
         ));
     }
+    if cnms.rate_feedback_unattributed > 0 {
+        warnings.push(format!(
+            "{} rate-feedback trace events matched no single flow (set the flows' src_mac)",
+            cnms.rate_feedback_unattributed
+        ));
+    }
     let mut flows = Vec::new();
     for (i, f) in run.flows.iter().enumerate() {
         let cnm = &cnms.per_flow[i];
+        let rf = &cnms.rate_feedback[i];
         let mean = metrics::mean_rate(f, a, b);
         let share = metrics::mean_share(&epochs, i, a, b);
         if mean.is_none() && f.is_active_at(0.5 * (a + b)) {
@@ -169,7 +221,11 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
             mean_bps: mean,
             fair_share_bps: share,
             cnm_rx: cnm.iter().map(|c| c.1).sum(),
+            cnm_window: metrics::count_in(cnm, a, b),
             cnm_per_s: metrics::cnm_per_s(cnm, a, b),
+            rate_feedback_rx: rf.iter().map(|c| c.1).sum(),
+            rate_feedback_window: metrics::count_in(rf, a, b),
+            rate_feedback_per_s: metrics::cnm_per_s(rf, a, b),
             share_ratio: match (mean, share) {
                 (Some(m), Some(s)) if s > 0.0 => Some(m / s),
                 _ => None,
@@ -256,6 +312,9 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         faithful: fid.faithful,
         warnings,
         ingress_early_share: fid.ingress_early_share,
+        trace_clock: meta.trace_clock,
+        rp_recovery_s: meta.rp_recovery_s,
+        rp_recoveries_in_window: fid.rp_recoveries_in_window,
         twin: None,
     };
     Analysis {

@@ -131,7 +131,10 @@ pub fn write_compare(
                 "Per-flow throughput per run (dashed: fair shares)",
             ),
             ("queues", "Bottleneck queue of each run, overlaid"),
-            ("cnms", "CNMs per second per flow, per run"),
+            (
+                "cnms",
+                "Feedback per second per flow, per run (CNMs; explicit-rate feedback dashed)",
+            ),
         ] {
             let _ = writeln!(md, "{what} ([SVG]({name}.svg)):\n\n![{what}]({name}.png)\n");
         }
@@ -235,7 +238,12 @@ fn compare_plots(
         .zip(labels)
         .map(|((r, a), l)| {
             let mut c = plot::cnm_chart(r, a, Some(top_cnm));
-            c.title = plot::run_title_as(r, "CNMs received per flow", Some(l));
+            let what = if a.cnms.rate_feedback.iter().any(|c| !c.is_empty()) {
+                "Feedback per flow (CNMs; rate feedback dashed)"
+            } else {
+                "CNMs received per flow"
+            };
+            c.title = plot::run_title_as(r, what, Some(l));
             c
         })
         .collect();

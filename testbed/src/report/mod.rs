@@ -1,7 +1,8 @@
 //! Results directory of a run and comparisons of runs (issue 6 items 4 and 5).
 //!
 //! [`write_run`] analyzes a [`RunData`] and writes into one directory:
-//! `summary.json`, `flows.csv`, `queues.csv`, `cnms.csv`, `throughput.{png,svg}`,
+//! `summary.json`, `flows.csv`, `queues.csv`, `cnms.csv` (`rate_feedback.csv` for
+//! explicit-rate runs), `throughput.{png,svg}`,
 //! `throughput-log.{png,svg}`, `queues.{png,svg}`, `cnms.{png,svg}` and `report.md` embedding
 //! the plots and the summary
 //! tables. [`compare::write_compare`] does the same for several runs of one scenario under
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::analysis::csv;
 use crate::analysis::fidelity::fmt_bps;
+use crate::analysis::model::{TraceClock, TraceClockKind};
 use crate::analysis::{analyze, Analysis, AnalysisOptions, RunData, Summary};
 
 /// Settings of [`write_run`].
@@ -106,6 +108,14 @@ pub fn write_run_with_twin(
         &csv::cnms_csv(run, &analysis.cnms.per_flow),
         &mut files,
     )?;
+    if analysis.cnms.rate_feedback.iter().any(|v| !v.is_empty()) {
+        write(
+            dir,
+            "rate_feedback.csv",
+            &csv::cnms_csv(run, &analysis.cnms.rate_feedback),
+            &mut files,
+        )?;
+    }
     files.extend(plots.iter().cloned());
     let md = report_markdown(&analysis.summary, !plots.is_empty());
     write(dir, "report.md", &md, &mut files)?;
@@ -124,24 +134,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 /// Markdown tables of one summary (flows, bottlenecks, convergence).
 pub fn summary_markdown(s: &Summary) -> String {
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "| flow | weight | mean | fair share | mean / share | CNMs | CNMs/s |"
-    );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
-    for f in &s.flows {
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} | {:.1} |",
-            f.name,
-            f.weight,
-            opt(f.mean_bps, fmt_bps),
-            opt(f.fair_share_bps, fmt_bps),
-            opt(f.share_ratio, |r| format!("{r:.3}")),
-            f.cnm_rx,
-            f.cnm_per_s
-        );
-    }
+    o.push_str(&table::flow_table(s).markdown());
     let _ = writeln!(
         o,
         "\nJain's index: **{}** over rate / fair share ({} over raw rates).\n",
@@ -187,7 +180,6 @@ pub fn summary_markdown(s: &Summary) -> String {
 
 /// The twin comparison as a Markdown table.
 pub fn twin_markdown(t: &crate::analysis::fidelity::Twin) -> String {
-    use crate::analysis::fidelity::fmt_opt;
     let mut o = String::new();
     let _ = writeln!(o, "## Twin\n");
     let _ = writeln!(
@@ -200,37 +192,7 @@ pub fn twin_markdown(t: &crate::analysis::fidelity::Twin) -> String {
             .unwrap_or_default(),
         if t.faithful { "yes" } else { "no" }
     );
-    let _ = writeln!(
-        o,
-        "| metric | netns | simulator | deviation | limit | within |"
-    );
-    let _ = writeln!(o, "|---|---:|---:|---:|---:|---|");
-    for m in &t.metrics {
-        let limit = m.limit.map_or_else(
-            || "–".to_string(),
-            |l| {
-                if m.relative {
-                    format!("±{:.0} %", l * 100.0)
-                } else {
-                    format!("±{l:.2}")
-                }
-            },
-        );
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            m.metric,
-            fmt_opt(m.netns),
-            fmt_opt(m.sim),
-            m.fmt_deviation(),
-            limit,
-            match (m.ok, m.limit) {
-                (_, None) => "–",
-                (true, _) => "yes",
-                (false, _) => "**no**",
-            }
-        );
-    }
+    o.push_str(&table::twin_rows(t).markdown());
     o.push('\n');
     o
 }
@@ -272,8 +234,14 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
             e * 100.0
         );
     }
+    if let Some(line) = table::rp_loop_line(s) {
+        let _ = writeln!(o, "{line}.\n");
+    }
     if let Some(t) = &s.twin {
         o.push_str(&twin_markdown(t));
+    }
+    if let Some(c) = &s.trace_clock {
+        o.push_str(&trace_clock_markdown(c));
     }
     if with_plots {
         let _ = writeln!(o, "## Plots\n");
@@ -288,7 +256,11 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
                 "The same on a logarithmic axis (low-rate phases readable)",
             ),
             ("queues", "Queue length with Qeq and Qhigh"),
-            ("cnms", "CNMs received per second per flow"),
+            (
+                "cnms",
+                "Feedback per second per flow: CNMs received; explicit-rate feedback messages \
+                 (dashed) sent to the flow's source",
+            ),
         ] {
             let _ = writeln!(o, "{what} ([SVG]({name}.svg)):\n\n![{what}]({name}.png)\n");
         }
@@ -297,8 +269,31 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
         writeln!(
         o,
         "## Files\n\n`summary.json`, `flows.csv` (t_s, flow, bps, fair_share_bps), `queues.csv` \
-         (t_s, queue, bytes), `cnms.csv` (t_s, flow, count){}.",
+         (t_s, queue, bytes), `cnms.csv` (t_s, flow, count){}{}.",
+        if s.flows.iter().any(|f| f.rate_feedback_rx > 0) {
+            ", `rate_feedback.csv` (t_s, flow, count)"
+        } else {
+            ""
+        },
         if with_plots { ", plots as PNG and SVG" } else { "" }
     );
     o
+}
+
+/// How to read the traces' times and turn them into the captures' ([`TraceClock`]).
+pub fn trace_clock_markdown(c: &TraceClock) -> String {
+    match c.clock {
+        TraceClockKind::Monotonic => format!(
+            "## Trace time\n\nTrace times (`t` in `queues` and config records, `at` in `event` \
+             records) are `CLOCK_MONOTONIC` nanoseconds; the run's t = 0 is {} ns. The pcaps are \
+             stamped with `CLOCK_REALTIME`: pcap time (ns since the epoch) = trace time + {} ns \
+             (`trace_clock.realtime_offset_ns` in `summary.json`, read when the run started).\n\n",
+            c.t0_ns, c.realtime_offset_ns
+        ),
+        TraceClockKind::Virtual => "## Trace time\n\nTrace times (`t` in `queues` and config \
+             records, `at` in `event` records) are the simulator's virtual nanoseconds from the \
+             run's start; its pcaps carry the same time from the epoch (pcap time = trace \
+             time).\n\n"
+            .to_string(),
+    }
 }

@@ -759,6 +759,7 @@ pub fn cnm_bin(run: &RunData, analysis: &Analysis) -> f64 {
         .cnms
         .per_flow
         .iter()
+        .chain(&analysis.cnms.rate_feedback)
         .map(|c| c.iter().map(|x| x.1).sum::<u64>())
         .max()
         .unwrap_or(0);
@@ -792,35 +793,59 @@ fn fmt_bin(bin: f64) -> String {
     format!("{bin:.d$}")
 }
 
-/// CNMs received per second per flow. `y_max` fixes the axis top.
+/// Feedback per second per flow: CNMs received (solid) and, in explicit-rate runs,
+/// rate-feedback messages sent to the flow's source (dashed, labelled "rate fb"). `y_max` fixes
+/// the axis top.
 pub fn cnm_chart(run: &RunData, analysis: &Analysis, y_max: Option<f64>) -> ChartSpec {
     let bin = cnm_bin(run, analysis);
-    let lines = run
-        .flows
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let empty = Vec::new();
-            let cnm = analysis.cnms.per_flow.get(i).unwrap_or(&empty);
-            let series = cnm_rate_series(cnm, bin, run.meta.duration_s);
-            let mut pts = Vec::new();
-            for (t, v) in series {
-                pts.push((t - bin / 2.0, v));
-                pts.push((t + bin / 2.0, v));
-            }
-            Line {
+    let empty = Vec::new();
+    let steps = |counts: &[(f64, u64)]| {
+        let mut pts = Vec::new();
+        for (t, v) in cnm_rate_series(counts, bin, run.meta.duration_s) {
+            pts.push((t - bin / 2.0, v));
+            pts.push((t + bin / 2.0, v));
+        }
+        pts
+    };
+    let has_cnm = analysis.cnms.per_flow.iter().any(|c| !c.is_empty());
+    let has_rf = analysis.cnms.rate_feedback.iter().any(|c| !c.is_empty());
+    let mut lines = Vec::new();
+    for (i, f) in run.flows.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        if has_cnm || !has_rf {
+            lines.push(Line {
                 label: Some(f.name.clone()),
-                color: PALETTE[i % PALETTE.len()],
-                points: pts,
+                color,
+                points: steps(analysis.cnms.per_flow.get(i).unwrap_or(&empty)),
                 dashed: false,
                 width: 2,
-            }
-        })
-        .collect();
+            });
+        }
+        if has_rf {
+            lines.push(Line {
+                label: Some(format!("{} rate fb", f.name)),
+                color,
+                points: steps(analysis.cnms.rate_feedback.get(i).unwrap_or(&empty)),
+                dashed: true,
+                width: 2,
+            });
+        }
+    }
+    let (what, unit) = match (has_cnm, has_rf) {
+        (_, false) => ("CNMs received per flow", "CNMs"),
+        (false, true) => (
+            "Explicit-rate feedback per flow (messages sent to its source)",
+            "messages",
+        ),
+        (true, true) => (
+            "Feedback per flow: CNMs received, rate feedback sent (dashed)",
+            "messages",
+        ),
+    };
     ChartSpec {
-        title: run_title(run, "CNMs received per flow"),
-        y_label: format!("CNMs per second ({} s bins)", fmt_bin(bin)),
-        y_unit: "CNMs/s".into(),
+        title: run_title(run, what),
+        y_label: format!("{unit} per second ({} s bins)", fmt_bin(bin)),
+        y_unit: format!("{unit}/s"),
         y_max,
         lines,
         ..empty_spec(run)

@@ -1,9 +1,140 @@
-//! Short plain-text tables for the terminal (the demo prints one at the end of a run).
+//! Tables of a run's summary, for the terminal (the demo prints one at the end of a run) and
+//! for `report.md`.
+//!
+//! A table whose rows both outputs show is built once, as a [`Table`] (header, alignment,
+//! cells), and rendered by [`Table::plain`] (aligned columns) or [`Table::markdown`]: the flow
+//! table ([`flow_table`]) and the twin comparison ([`twin_rows`]).
 
 use std::fmt::Write as _;
 
 use crate::analysis::fidelity::{fmt_bps, fmt_opt, Twin};
 use crate::analysis::Summary;
+
+/// Cell text of a missing value.
+pub const NONE: &str = "-";
+
+/// A table: a header, which columns are right-aligned, rows of cells.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Table {
+    /// Column titles.
+    pub header: Vec<String>,
+    /// Per column: right-aligned (numbers) or left-aligned (names).
+    pub right: Vec<bool>,
+    /// Rows, as many cells as the header.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these columns (`true`: right-aligned) and no rows.
+    pub fn new(columns: &[(&str, bool)]) -> Table {
+        Table {
+            header: columns.iter().map(|c| c.0.to_string()).collect(),
+            right: columns.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends a row.
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Aligned columns, two spaces apart, each line starting with `indent`.
+    pub fn plain(&self, indent: &str) -> String {
+        let n = self.header.len();
+        let mut w: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut o = String::new();
+        let mut line = |cells: &[String]| {
+            let mut l = String::from(indent);
+            for (i, c) in cells.iter().enumerate().take(n) {
+                if i > 0 {
+                    l.push_str("  ");
+                }
+                let pad = w[i].saturating_sub(c.chars().count());
+                if self.right[i] {
+                    l.extend(std::iter::repeat_n(' ', pad));
+                    l.push_str(c);
+                } else {
+                    l.push_str(c);
+                    l.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            let _ = writeln!(o, "{}", l.trim_end());
+        };
+        line(&self.header);
+        for r in &self.rows {
+            line(r);
+        }
+        o
+    }
+
+    /// A Markdown table (pipes; numbers right-aligned).
+    pub fn markdown(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "| {} |", self.header.join(" | "));
+        let align: Vec<&str> = self
+            .right
+            .iter()
+            .map(|r| if *r { "---:" } else { "---" })
+            .collect();
+        let _ = writeln!(o, "|{}|", align.join("|"));
+        for r in &self.rows {
+            let _ = writeln!(o, "| {} |", r.join(" | "));
+        }
+        o
+    }
+}
+
+/// The flow table: mean rate, fair share, ratio, and the feedback each flow received — CNMs
+/// (and explicit-rate feedback messages when the run has any) counted over the steady window,
+/// per second over the same window, and over the whole run (labelled so).
+pub fn flow_table(s: &Summary) -> Table {
+    let rf = s.flows.iter().any(|f| f.rate_feedback_rx > 0);
+    let mut cols = vec![
+        ("flow", false),
+        ("weight", true),
+        ("mean", true),
+        ("fair share", true),
+        ("ratio", true),
+        ("CNMs (window)", true),
+        ("CNMs/s (window)", true),
+        ("CNMs (whole run)", true),
+    ];
+    if rf {
+        cols.extend([
+            ("rate fb (window)", true),
+            ("rate fb/s (window)", true),
+            ("rate fb (whole run)", true),
+        ]);
+    }
+    let mut t = Table::new(&cols);
+    for f in &s.flows {
+        let mut r = vec![
+            f.name.clone(),
+            format!("{}", f.weight),
+            opt_bps(f.mean_bps),
+            opt_bps(f.fair_share_bps),
+            opt_f(f.share_ratio, 3),
+            f.cnm_window.to_string(),
+            format!("{:.1}", f.cnm_per_s),
+            f.cnm_rx.to_string(),
+        ];
+        if rf {
+            r.extend([
+                f.rate_feedback_window.to_string(),
+                format!("{:.1}", f.rate_feedback_per_s),
+                f.rate_feedback_rx.to_string(),
+            ]);
+        }
+        t.row(r);
+    }
+    t
+}
 
 fn opt_bps(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), fmt_bps)
@@ -37,23 +168,7 @@ pub fn summary_table(s: &Summary) -> String {
         s.steady_window_s[1],
         s.duration_s
     );
-    let _ = writeln!(
-        o,
-        "{:<12} {:>14} {:>14} {:>7} {:>9} {:>10}",
-        "flow", "mean", "fair share", "ratio", "CNMs", "CNMs/s"
-    );
-    for f in &s.flows {
-        let _ = writeln!(
-            o,
-            "{:<12} {:>14} {:>14} {:>7} {:>9} {:>10.1}",
-            f.name,
-            opt_bps(f.mean_bps),
-            opt_bps(f.fair_share_bps),
-            opt_f(f.share_ratio, 3),
-            f.cnm_rx,
-            f.cnm_per_s
-        );
-    }
+    o.push_str(&flow_table(s).plain(""));
     let _ = writeln!(
         o,
         "Jain index {} (of rate/share), {} (of raw rates)",
@@ -96,6 +211,9 @@ pub fn summary_table(s: &Summary) -> String {
             e * 100.0
         );
     }
+    if let Some(line) = rp_loop_line(s) {
+        let _ = writeln!(o, "{line}");
+    }
     if let Some(t) = &s.twin {
         o.push_str(&twin_table(t));
     }
@@ -106,8 +224,55 @@ pub fn summary_table(s: &Summary) -> String {
     o
 }
 
-/// The twin comparison: per metric the netns value, the simulator's, the deviation and the
-/// limit.
+/// `RP loop: the window holds N fast recoveries of at most R s`, when the run has
+/// QCN-family reaction points ([`crate::analysis::fidelity::rp_window_check`]).
+pub fn rp_loop_line(s: &Summary) -> Option<String> {
+    let (r, n) = (s.rp_recovery_s?, s.rp_recoveries_in_window?);
+    Some(format!(
+        "RP loop: the steady window holds {n:.1} fast recoveries of at most {r:.3} s"
+    ))
+}
+
+/// The twin comparison's rows: per metric the netns value, the simulator's, the deviation,
+/// the limit and whether it is within (`NO` when not; `-` when not judged).
+pub fn twin_rows(t: &Twin) -> Table {
+    let mut tab = Table::new(&[
+        ("metric", false),
+        ("netns", true),
+        ("simulator", true),
+        ("deviation", true),
+        ("limit", true),
+        ("within", false),
+    ]);
+    for m in &t.metrics {
+        let limit = m.limit.map_or_else(
+            || NONE.to_string(),
+            |l| {
+                if m.relative {
+                    format!("±{:.0} %", l * 100.0)
+                } else {
+                    format!("±{l:.2}")
+                }
+            },
+        );
+        tab.row(vec![
+            m.metric.clone(),
+            fmt_opt(m.netns),
+            fmt_opt(m.sim),
+            m.fmt_deviation(),
+            limit,
+            match (m.ok, m.limit) {
+                (_, None) => NONE,
+                (true, _) => "yes",
+                (false, _) => "NO",
+            }
+            .to_string(),
+        ]);
+    }
+    tab
+}
+
+/// The twin comparison for the terminal ([`twin_rows`] under a title line).
 pub fn twin_table(t: &Twin) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -118,47 +283,18 @@ pub fn twin_table(t: &Twin) -> String {
             .map(|d| format!(" {d}"))
             .unwrap_or_default()
     );
-    let _ = writeln!(
-        o,
-        "  {:<22} {:>12} {:>12} {:>10} {:>8}  ok",
-        "metric", "netns", "sim", "deviation", "limit"
-    );
-    for m in &t.metrics {
-        let limit = m.limit.map_or_else(
-            || "-".to_string(),
-            |l| {
-                if m.relative {
-                    format!("±{:.0}%", l * 100.0)
-                } else {
-                    format!("±{l:.2}")
-                }
-            },
-        );
-        let _ = writeln!(
-            o,
-            "  {:<22} {:>12} {:>12} {:>10} {:>8}  {}",
-            m.metric,
-            fmt_opt(m.netns),
-            fmt_opt(m.sim),
-            m.fmt_deviation(),
-            limit,
-            match (m.ok, m.limit) {
-                (true, Some(_)) => "yes",
-                (true, None) => "",
-                (false, _) => "NO",
-            }
-        );
-    }
+    o.push_str(&twin_rows(t).plain("  "));
     o
 }
 
-/// One line per run: the comparison table printed by `testbed compare`.
+/// One line per run: the comparison table printed by `testbed compare`. `feedback` counts the
+/// CNMs and explicit-rate feedback messages of every flow in the steady window.
 pub fn compare_table(runs: &[(String, Summary)]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
         "{:<14} {:>7} {:>7} {:>11} {:>11} {:>8} {:>8} {:>9} {:>12} {:>9}",
-        "run", "Jain", "util", "q mean", "q p99", "drops", "PAUSE", "CNMs", "converge", "faithful"
+        "run", "Jain", "util", "q mean", "q p99", "drops", "PAUSE", "feedback", "converge", "faithful"
     );
     for (label, s) in runs {
         let b = s.bottlenecks.first();
@@ -180,7 +316,10 @@ pub fn compare_table(runs: &[(String, Summary)]) -> String {
             opt_kb(b.and_then(|b| b.queue_p99_bytes)),
             s.bottlenecks.iter().map(|b| b.drops).sum::<u64>(),
             s.bottlenecks.iter().map(|b| b.pause_tx).sum::<u64>(),
-            s.flows.iter().map(|f| f.cnm_rx).sum::<u64>(),
+            s.flows
+                .iter()
+                .map(|f| f.cnm_window + f.rate_feedback_window)
+                .sum::<u64>(),
             match (s.convergence_s.is_empty(), all_conv, conv) {
                 (true, _, _) => "-".to_string(),
                 (false, true, Some(c)) => format!("{c:.3} s"),

@@ -274,6 +274,7 @@ impl World for SimWorld {
         run.absorb(trace);
         // Per-flow CNM counts come from the agents; do not count the trace's CNM events again.
         run.cnm_from_trace = false;
+        run.meta.trace_clock = Some(crate::analysis::model::TraceClock::VIRTUAL);
         run.warnings.push(format!(
             "simulated {:.3} s in {:.1} s of wall time",
             self.duration.as_secs_f64(),

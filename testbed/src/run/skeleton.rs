@@ -97,7 +97,50 @@ fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunM
         }
     }
     meta.markers.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    meta.rp_recovery_s = rp_recovery(sc, k);
     meta
+}
+
+/// The longest fast recovery (run time) of the reaction points that limit the scenario's
+/// flows, when some switch sends CNMs (a congestion point placed and not explicit-rate) and
+/// some flow's source runs a QCN-family reaction point
+/// ([`crate::analysis::fidelity::rp_recovery_s`]). Parameter events later in the run are not
+/// considered: the file's settings are the ones the window is judged against.
+fn rp_recovery(sc: &Scenario, k: Scaling) -> Option<f64> {
+    let cnms_sent = sc.topo.switch.values().any(|s| {
+        let cfg = s
+            .bridge
+            .clone()
+            .and_then(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
+            .unwrap_or_default();
+        cfg.cp.placement != cp_switch::Placement::Off
+            && cfg.cp.mode != cp_switch::CpMode::ExplicitRate
+    });
+    if !cnms_sent {
+        return None;
+    }
+    sc.topo
+        .flow
+        .iter()
+        .filter_map(|f| {
+            let mut t = sc
+                .topo
+                .host
+                .get(&f.src)
+                .and_then(|h| h.agent.clone())
+                .unwrap_or_default();
+            // The world supplies the line rate when the file does not; it does not matter here.
+            t.entry("line_rate")
+                .or_insert_with(|| toml::Value::String("1gbit".into()));
+            let cfg: rp_agent::AgentConfig = t.try_into().ok()?;
+            (!cfg.rp_mode.explicit_rate()).then(|| {
+                crate::analysis::fidelity::rp_recovery_s(
+                    cfg.rp.rpg_threshold,
+                    cfg.rp.rpg_time_reset.as_secs_f64() * k.loop_mul,
+                )
+            })
+        })
+        .reduce(f64::max)
 }
 
 /// Both directions of every link, with the capacity steps of the link-rate events.

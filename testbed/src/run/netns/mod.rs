@@ -85,6 +85,8 @@ pub struct NetnsWorld {
     /// The bottleneck's (switch, port).
     bn_switch: Option<(String, String)>,
     t0_mono: u64,
+    /// The traces' clock and its offset to the captures' (read when the schedule starts).
+    trace_clock: Option<crate::analysis::model::TraceClock>,
     probe: probe::Probe,
     gens: Vec<GenProc>,
     iperfs: Vec<ClientProc>,
@@ -236,6 +238,7 @@ impl NetnsWorld {
             cnm_flow: cnm_flows(&st),
             bn_switch: None,
             t0_mono: 0,
+            trace_clock: None,
             probe: probe::Probe::default(),
             gens: Vec::new(),
             iperfs: Vec::new(),
@@ -456,6 +459,9 @@ impl World for NetnsWorld {
         }
         self.st.t0 = StdInstant::now();
         self.t0_mono = cnm_proto::phy::clock::now().as_nanos();
+        self.trace_clock = Some(crate::analysis::model::TraceClock::monotonic_now(
+            self.t0_mono,
+        ));
         let pids: Vec<u32> = self.switches.iter().map(|s| s.child.id()).collect();
         self.probe = probe::Probe::new(&pids);
         Ok(false)
@@ -539,6 +545,7 @@ impl World for NetnsWorld {
 
     fn finish(mut self, run: &mut RunData) -> anyhow::Result<()> {
         let final_stats = self.stop_all()?;
+        run.meta.trace_clock = self.trace_clock;
         collect::collect_iperf(&self.st.sc, run, &self.iperfs);
         collect::collect_incast(&self.st.sc, run, &self.incasts);
         let outputs = collect::Outputs {
