@@ -6,7 +6,7 @@
 //! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--json]
 //! testbed bench sim [--duration 1s] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
-//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture] [--seed N] [--set K=V]...
+//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture [all|LINK,...]] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
 //!              [--culprit arrival|occupancy-deterministic|occupancy-random]
 //!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
@@ -127,9 +127,10 @@ struct Common {
     /// Reaction-point mode of every host (default: the file's).
     #[arg(long, value_enum)]
     rp_mode: Option<run::modes::RpModeArg>,
-    /// Capture the bottleneck port into bottleneck.pcap.
-    #[arg(long)]
-    capture: bool,
+    /// Capture into pcap files: alone, the bottleneck (bottleneck.pcap, cnms.pcap); `all`,
+    /// every link; or the links named (`s1-h1,s1-s2`), one link-<LINK>.pcap each.
+    #[arg(long, value_name = "all|LINK,...", num_args = 0..=1, default_missing_value = run::capture::BOTTLENECK)]
+    capture: Option<run::capture::Capture>,
     /// Directory of the cp-switch and rp-agent binaries (default: next to this program).
     #[arg(long)]
     bin_dir: Option<PathBuf>,
@@ -183,7 +184,7 @@ impl Common {
     fn options(&self) -> run::RunOptions {
         let mut o = run::RunOptions::new(self.mode);
         o.seed = self.seed;
-        o.capture = self.capture;
+        o.capture = self.capture.clone().unwrap_or_default();
         o.bin_dir = self.bin_dir.clone();
         o.quiet = self.quiet;
         o.no_plots = self.no_plots;
@@ -335,6 +336,7 @@ fn cmd_run(cmd: RunCmd) -> anyhow::Result<ExitCode> {
     let out = run::run_scenario(&sc, &opts)?;
     if cmd.json {
         println!("{}", out.report.summary.to_json());
+        run::print_files(&out.dir, true);
     } else {
         run::print_outcome(&out);
     }
@@ -364,19 +366,7 @@ fn cmd_compare(cmd: CompareCmd) -> anyhow::Result<ExitCode> {
         println!();
     }
     print!("{}", rep.table);
-    println!("results: {}", dir.display());
-    for f in &rep.files {
-        println!("  {}", f.display());
-    }
-    for o in &outs {
-        println!("  {}", o.dir.join("report.md").display());
-        for name in ["bottleneck.pcap", "cnms.pcap"] {
-            let pcap = o.dir.join(name);
-            if pcap.exists() {
-                println!("  {}", pcap.display());
-            }
-        }
-    }
+    run::print_files(&dir, false);
     Ok(ExitCode::SUCCESS)
 }
 

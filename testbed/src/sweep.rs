@@ -756,10 +756,12 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<Outcome> {
                 js.len(),
                 out.display()
             );
+            print_written(&out, &[]);
             return Ok(Outcome::Emitted);
         }
         Some(Emit::Slurm) => {
             print!("{}", slurm_script(&m, &out, js.len()));
+            print_written(&out, &[]);
             return Ok(Outcome::Emitted);
         }
         None => {}
@@ -777,7 +779,32 @@ pub fn main(args: &SweepArgs) -> anyhow::Result<Outcome> {
         out.join("sweep-summary.json"),
         serde_json::to_string_pretty(&summary)?,
     )?;
+    print_written(&out, &js);
     Ok(Outcome::Summary(summary, failed))
+}
+
+/// Lists on stderr (stdout carries the emitted commands or the summary) what the sweep wrote
+/// into `out`: its own files (`sweep.json`, `commands.txt`, `sweep-summary.json`) and each
+/// run's log and results directory, with the number of files in it (a run's files are listed
+/// by `testbed run`).
+fn print_written(out: &Path, js: &[Job]) {
+    eprintln!("results: {}", out.display());
+    for name in ["sweep.json", "commands.txt", "sweep-summary.json"] {
+        let p = out.join(name);
+        if p.is_file() {
+            eprintln!("  {}", p.display());
+        }
+    }
+    for j in js {
+        let log = j.dir.with_extension("log");
+        if log.is_file() {
+            eprintln!("  {}", log.display());
+        }
+        if j.dir.is_dir() {
+            let n = crate::run::files_under(&j.dir).len();
+            eprintln!("  {}/ ({n} files)", j.dir.display());
+        }
+    }
 }
 
 fn read_manifest(dir: &Path) -> anyhow::Result<Manifest> {

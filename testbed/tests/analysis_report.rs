@@ -390,3 +390,67 @@ fn cnm_events_attributed_to_flows() {
     let got: Vec<u64> = a.summary.flows.iter().map(|f| f.cnm_rx).collect();
     assert_eq!(got, vec![0, 0, 7]);
 }
+
+/// Explicit-rate feedback: the switches' `rate_feedback` events (one per message sent, with the
+/// source as `dst`) are counted per flow over the whole run and over the window; the reaction
+/// point's own `rate_feedback` events (only the ones that changed its rate, no `dst`) are not.
+#[test]
+fn rate_feedback_events_counted_per_flow_over_the_window() {
+    let mut text = String::new();
+    // f1: at 0.1, 0.2, ..., 0.9 s (9 messages), 4 of them in the window [0.5, 0.9).
+    for k in 1..=9u64 {
+        text.push_str(&format!(
+            "{{\"type\":\"event\",\"event\":\"rate_feedback\",\"at\":{},\"node\":\"sw0\",\"port\":1,\"priority\":3,\"cp_port\":4,\"dst\":\"02:00:00:00:00:01\",\"rate\":1000000,\"cpid\":\"02:00:00:00:00:00:00:04\"}}\n",
+            k * 100_000_000
+        ));
+    }
+    // Unknown source: not attributed, and said so.
+    text.push_str("{\"type\":\"event\",\"event\":\"rate_feedback\",\"at\":600000000,\"node\":\"sw0\",\"dst\":\"02:00:00:00:00:09\",\"rate\":1}\n");
+    // The RP's own event: not a message sent.
+    text.push_str("{\"type\":\"event\",\"event\":\"rate_feedback\",\"at\":700000000,\"node\":\"h1\",\"flow\":0,\"rate_bps\":1,\"cr_bps\":1}\n");
+    let mut meta = RunMeta::new("er", "sim", 1.0, 0);
+    meta.steady_window = Some((0.5, 0.9));
+    let mut run = RunData::new(meta);
+    run.add_flow(
+        FlowSeries::new("f1", &[])
+            .source_mac("02:00:00:00:00:01")
+            .at_host("h1", Some(0)),
+    );
+    run.add_flow(FlowSeries::new("f2", &[]).source_mac("02:00:00:00:00:02"));
+    // Two CNMs counted by the runner, one in the window.
+    run.flows[1].push_cnm_count(0.2, 1);
+    run.flows[1].push_cnm_count(0.6, 1);
+    run.cnm_from_trace = false;
+    run.absorb(read_trace(text.as_bytes(), "t", &TraceOptions::default()));
+    let a = analyze(&run, &Default::default());
+    let f1 = &a.summary.flows[0];
+    assert_eq!(
+        (f1.rate_feedback_rx, f1.rate_feedback_window),
+        (9, 4),
+        "{f1:?}"
+    );
+    assert!((f1.rate_feedback_per_s - 10.0).abs() < 1e-9, "{f1:?}");
+    assert_eq!(f1.cnm_rx, 0);
+    let f2 = &a.summary.flows[1];
+    assert_eq!((f2.cnm_rx, f2.cnm_window), (2, 1));
+    assert!((f2.cnm_per_s - 2.5).abs() < 1e-9);
+    assert_eq!(a.cnms.rate_feedback_unattributed, 1);
+    assert!(a
+        .summary
+        .warnings
+        .iter()
+        .any(|w| w.contains("1 rate-feedback trace events")));
+    // The JSON carries the window count beside the whole-run one; no rate feedback keys for
+    // a flow without any.
+    let v: serde_json::Value = serde_json::from_str(&a.summary.to_json()).unwrap();
+    assert_eq!(v["flows"][0]["rate_feedback_window"], 4);
+    assert_eq!(v["flows"][1]["cnm_window"], 1);
+    assert!(v["flows"][1].get("rate_feedback_rx").is_none());
+    // Both tables show the rate-feedback columns and say which counts are the window's.
+    let t = table::summary_table(&a.summary);
+    assert!(t.contains("rate fb win") && t.contains("CNMs run") && t.contains("win: "));
+    let md = testbed::report::summary_markdown(&a.summary);
+    assert!(md.contains("| rate fb win |") || md.contains("rate fb win"), "{md}");
+    let csv = testbed::analysis::csv::cnms_csv(&run, &a.cnms.rate_feedback);
+    assert_eq!(csv.lines().count(), 1 + 9);
+}

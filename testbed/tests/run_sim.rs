@@ -20,7 +20,7 @@ fn sim_dumbbell_summary_is_sane() {
     opts.out = Some(dir.clone());
     opts.quiet = true;
     opts.no_plots = true;
-    opts.capture = true;
+    opts.capture = testbed::run::capture::Capture::Bottleneck;
     let out = run_scenario(&sc, &opts).unwrap();
     let s = &out.report.summary;
     assert_eq!(s.scenario, "dumbbell");
@@ -65,6 +65,115 @@ fn sim_dumbbell_summary_is_sane() {
         assert!(json.get(k).is_some(), "summary.json lacks {k}");
     }
     assert!(dir.join("bottleneck.pcap").metadata().unwrap().len() > 24);
+    // Counts and rates over the same window: the window's count over its 100 ms is the rate.
+    for f in &s.flows {
+        assert!(f.cnm_window <= f.cnm_rx, "{f:?}");
+        assert!(
+            (f.cnm_window as f64 / 0.1 - f.cnm_per_s).abs() < 1e-6,
+            "{f:?}"
+        );
+        assert_eq!(f.rate_feedback_rx, 0);
+    }
+    // The simulator's trace clock: virtual ns from 0, the pcaps on the same numbers.
+    assert_eq!(json["trace_clock"]["clock"], "virtual");
+    assert_eq!(json["trace_clock"]["realtime_offset_ns"], 0);
+    // The RP loop at the defaults: R = 5 × 15 ms × 1.15 = 86.25 ms; a 100 ms window holds
+    // 1.16 of them, fewer than 3: not faithful, and the warning says why.
+    assert!((s.rp_recovery_s.unwrap() - 0.08625).abs() < 1e-9, "{s:?}");
+    assert!((s.rp_recoveries_in_window.unwrap() - 0.1 / 0.08625).abs() < 1e-6);
+    assert!(!s.faithful);
+    assert!(
+        s.warnings.iter().any(|w| w.contains("too short for the reaction points")),
+        "{:?}",
+        s.warnings
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--capture all` in the simulator: one readable pcap per link of the scenario, named after
+/// the link; `--capture LINK` only that link; an unknown link is refused before anything runs.
+#[test]
+fn sim_capture_all_writes_one_pcap_per_link() {
+    use testbed::run::capture::Capture;
+    let sc = scenario::load("dumbbell", &["duration=20ms".to_string()]).unwrap();
+    let graph = sc.topo.graph();
+    let dir = std::env::temp_dir().join(format!("run-sim-capture-{}", std::process::id()));
+    let mut opts = RunOptions::new(Mode::Sim);
+    opts.out = Some(dir.clone());
+    opts.quiet = true;
+    opts.no_plots = true;
+    opts.capture = Capture::All;
+    run_scenario(&sc, &opts).unwrap();
+    let pcaps: Vec<_> = testbed::run::files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    assert_eq!(pcaps.len(), graph.links.len(), "{pcaps:?}");
+    for l in &graph.links {
+        let p = testbed::run::capture::link_file(&dir, &l.name);
+        let bytes = std::fs::read(&p).unwrap();
+        // Classic pcap, microsecond or nanosecond magic, Ethernet, and at least one frame.
+        let magic = u32::from_le_bytes(bytes[..4].try_into().unwrap());
+        assert!(magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d, "{}", p.display());
+        assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 1);
+        assert!(bytes.len() > 24 + 16, "{} has no frame", p.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // One link by name.
+    let name = graph.links[0].name.clone();
+    opts.capture = Capture::Links(vec![name.clone()]);
+    run_scenario(&sc, &opts).unwrap();
+    let pcaps: Vec<_> = testbed::run::files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    assert_eq!(
+        pcaps,
+        vec![testbed::run::capture::link_file(&dir, &name)]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    // An unknown link: refused, nothing created.
+    opts.capture = Capture::Links(vec!["sw0-nowhere".into()]);
+    let e = run_scenario(&sc, &opts).unwrap_err().to_string();
+    assert!(e.contains("\"sw0-nowhere\"") && e.contains(&name), "{e}");
+    assert!(!dir.exists());
+}
+
+/// Explicit-rate runs send rate-feedback messages instead of CNMs: they are counted per flow
+/// (whole run, window, per second) and written to `rate_feedback.csv`.
+#[test]
+fn sim_explicit_rate_feedback_is_counted() {
+    let sc = scenario::load(
+        "dumbbell",
+        &[
+            "duration=60ms".to_string(),
+            "scenario.window=[\"30ms\", \"60ms\"]".to_string(),
+        ],
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("run-sim-er-{}", std::process::id()));
+    let mut opts = RunOptions::new(Mode::Sim);
+    opts.out = Some(dir.clone());
+    opts.quiet = true;
+    opts.no_plots = true;
+    opts.variant = Some("explicit-rate".into());
+    let out = run_scenario(&sc, &opts).unwrap();
+    let s = &out.report.summary;
+    for f in &s.flows {
+        assert_eq!(f.cnm_rx, 0, "{f:?}");
+        assert!(f.rate_feedback_window > 0, "{f:?}");
+        assert!(f.rate_feedback_rx >= f.rate_feedback_window, "{f:?}");
+        assert!(
+            (f.rate_feedback_window as f64 / 0.03 - f.rate_feedback_per_s).abs() < 1e-6,
+            "{f:?}"
+        );
+    }
+    // No QCN reaction point: the RP-loop rule does not apply.
+    assert_eq!(s.rp_recovery_s, None);
+    let csv = std::fs::read_to_string(dir.join("rate_feedback.csv")).unwrap();
+    assert!(csv.starts_with("t_s,flow,count\n") && csv.lines().count() > 4);
+    let t = testbed::report::table::summary_table(s);
+    assert!(t.contains("rate fb win"), "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -759,3 +759,34 @@ pub fn normalize_mac(mac: &str) -> String {
 pub fn dur_s(d: Duration) -> f64 {
     d.as_secs_f64()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_times_convert_to_pcap_times() {
+        let c = TraceClock {
+            clock: TraceClockKind::Monotonic,
+            t0_ns: 5_000_000_000,
+            realtime_offset_ns: 1_700_000_000_000_000_000,
+        };
+        // 7.25 s of CLOCK_MONOTONIC is 2.25 s into the run and 1.7e9 + 7.25 s of epoch time.
+        assert_eq!(c.to_pcap_ns(7_250_000_000), 1_700_000_007_250_000_000);
+        assert_eq!(c.from_pcap_ns(1_700_000_007_250_000_000), Some(7_250_000_000));
+        assert_eq!(c.from_pcap_ns(0), None);
+        assert!((c.run_s(7_250_000_000) - 2.25).abs() < 1e-12);
+        assert!((c.run_s(4_000_000_000) + 1.0).abs() < 1e-12);
+        // The simulator: pcap time = trace time.
+        assert_eq!(TraceClock::VIRTUAL.to_pcap_ns(42), 42);
+        // Now: the offset is the epoch time of boot, positive and below the epoch time now.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        let live = TraceClock::monotonic_now(0);
+        assert!(live.realtime_offset_ns > 0 && live.realtime_offset_ns < now);
+        let json = serde_json::to_value(live).unwrap();
+        assert_eq!(json["clock"], "monotonic");
+    }
+}

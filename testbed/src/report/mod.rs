@@ -135,6 +135,7 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 pub fn summary_markdown(s: &Summary) -> String {
     let mut o = String::new();
     o.push_str(&table::flow_table(s).markdown());
+    let _ = writeln!(o, "\n{}.", table::FLOW_TABLE_LEGEND);
     let _ = writeln!(
         o,
         "\nJain's index: **{}** over rate / fair share ({} over raw rates).\n",
@@ -259,7 +260,7 @@ pub fn report_markdown(s: &Summary, with_plots: bool) -> String {
             (
                 "cnms",
                 "Feedback per second per flow: CNMs received; explicit-rate feedback messages \
-                 (dashed) sent to the flow's source",
+                 sent to the flow's source (\"rate fb\", dashed beside CNMs)",
             ),
         ] {
             let _ = writeln!(o, "{what} ([SVG]({name}.svg)):\n\n![{what}]({name}.png)\n");

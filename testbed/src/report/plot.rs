@@ -793,9 +793,9 @@ fn fmt_bin(bin: f64) -> String {
     format!("{bin:.d$}")
 }
 
-/// Feedback per second per flow: CNMs received (solid) and, in explicit-rate runs,
-/// rate-feedback messages sent to the flow's source (dashed, labelled "rate fb"). `y_max` fixes
-/// the axis top.
+/// Feedback per second per flow: CNMs received and, in explicit-rate runs, rate-feedback
+/// messages sent to the flow's source (labelled "rate fb"; dashed when the run has CNMs too).
+/// `y_max` fixes the axis top.
 pub fn cnm_chart(run: &RunData, analysis: &Analysis, y_max: Option<f64>) -> ChartSpec {
     let bin = cnm_bin(run, analysis);
     let empty = Vec::new();
@@ -826,7 +826,7 @@ pub fn cnm_chart(run: &RunData, analysis: &Analysis, y_max: Option<f64>) -> Char
                 label: Some(format!("{} rate fb", f.name)),
                 color,
                 points: steps(analysis.cnms.rate_feedback.get(i).unwrap_or(&empty)),
-                dashed: true,
+                dashed: has_cnm,
                 width: 2,
             });
         }

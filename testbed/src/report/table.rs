@@ -10,6 +10,10 @@ use std::fmt::Write as _;
 use crate::analysis::fidelity::{fmt_bps, fmt_opt, Twin};
 use crate::analysis::Summary;
 
+/// The line under [`flow_table`].
+pub const FLOW_TABLE_LEGEND: &str =
+    "win: counted over the steady window (the same CNMs the rate counts); run: the whole run";
+
 /// Cell text of a missing value.
 pub const NONE: &str = "-";
 
@@ -91,8 +95,9 @@ impl Table {
 }
 
 /// The flow table: mean rate, fair share, ratio, and the feedback each flow received — CNMs
-/// (and explicit-rate feedback messages when the run has any) counted over the steady window,
-/// per second over the same window, and over the whole run (labelled so).
+/// (and explicit-rate feedback messages, `rate fb`, when the run has any) counted over the
+/// steady window (`win`), per second over the same window, and over the whole run (`run`);
+/// [`FLOW_TABLE_LEGEND`] says so under the table.
 pub fn flow_table(s: &Summary) -> Table {
     let rf = s.flows.iter().any(|f| f.rate_feedback_rx > 0);
     let mut cols = vec![
@@ -101,15 +106,15 @@ pub fn flow_table(s: &Summary) -> Table {
         ("mean", true),
         ("fair share", true),
         ("ratio", true),
-        ("CNMs (window)", true),
-        ("CNMs/s (window)", true),
-        ("CNMs (whole run)", true),
+        ("CNMs win", true),
+        ("CNMs/s win", true),
+        ("CNMs run", true),
     ];
     if rf {
         cols.extend([
-            ("rate fb (window)", true),
-            ("rate fb/s (window)", true),
-            ("rate fb (whole run)", true),
+            ("rate fb win", true),
+            ("rate fb/s win", true),
+            ("rate fb run", true),
         ]);
     }
     let mut t = Table::new(&cols);
@@ -169,6 +174,7 @@ pub fn summary_table(s: &Summary) -> String {
         s.duration_s
     );
     o.push_str(&flow_table(s).plain(""));
+    let _ = writeln!(o, "({FLOW_TABLE_LEGEND})");
     let _ = writeln!(
         o,
         "Jain index {} (of rate/share), {} (of raw rates)",
@@ -359,4 +365,71 @@ pub fn compare_table(runs: &[(String, Summary)]) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::fidelity::TwinMetric;
+
+    fn twin() -> Twin {
+        let m = |metric: &str, n, s, dev, rel, limit, ok| TwinMetric {
+            metric: metric.into(),
+            netns: Some(n),
+            sim: Some(s),
+            deviation: Some(dev),
+            relative: rel,
+            limit,
+            ok,
+        };
+        Twin {
+            sim_dir: Some("twin-sim".into()),
+            metrics: vec![
+                m("utilization sw0-r0", 0.95, 0.984, -0.034, false, Some(0.05), true),
+                m("queue mean sw0-r0", 40_000.0, 29_700.0, 0.35, true, Some(0.30), false),
+                m("CNMs/s f0", 120.0, 100.0, 0.2, true, None, true),
+            ],
+            faithful: false,
+            note: None,
+        }
+    }
+
+    #[test]
+    fn one_twin_table_two_renderings() {
+        let rows = twin_rows(&twin());
+        assert_eq!(rows.rows.len(), 3);
+        // The same cells in both: limits, verdicts.
+        assert_eq!(rows.rows[0][4], "±0.05");
+        assert_eq!(rows.rows[1][4], "±30 %");
+        assert_eq!(rows.rows[1][5], "NO");
+        assert_eq!(rows.rows[2][4], NONE);
+        assert_eq!(rows.rows[2][5], NONE);
+        let md = crate::report::twin_markdown(&twin());
+        assert!(md.contains("| metric | netns | simulator | deviation | limit | within |"));
+        assert!(md.contains("|---|---:|---:|---:|---:|---|"));
+        assert!(md.contains("| queue mean sw0-r0 |"), "{md}");
+        let plain = twin_table(&twin());
+        assert!(plain.starts_with("twin (simulator, same scenario and seed) twin-sim:\n"));
+        // Aligned: every line of the table has the header's width or less, right-aligned
+        // numbers end in the same column.
+        let lines: Vec<&str> = plain.lines().skip(1).collect();
+        assert_eq!(lines.len(), 4);
+        let col = lines[0].find("simulator").unwrap() + "simulator".len();
+        for l in &lines[1..] {
+            assert_eq!(&l[..2], "  ");
+            assert_ne!(l.as_bytes()[col - 1], b' ', "{plain}");
+        }
+    }
+
+    #[test]
+    fn plain_and_markdown_layouts() {
+        let mut t = Table::new(&[("name", false), ("n", true)]);
+        t.row(vec!["a".into(), "1".into()]);
+        t.row(vec!["long".into(), "100".into()]);
+        assert_eq!(t.plain(""), "name    n\na       1\nlong  100\n");
+        assert_eq!(
+            t.markdown(),
+            "| name | n |\n|---|---:|\n| a | 1 |\n| long | 100 |\n"
+        );
+    }
 }

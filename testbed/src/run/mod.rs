@@ -19,6 +19,7 @@
 //! switch (`output`, `input`, `off`, `fqcn`) and/or the reaction points of every host (`qcn-bs`,
 //! `adaptive-bc`, ...), written `CP/RP`; `qcn` leaves the file as it is.
 
+pub mod capture;
 pub mod incast;
 pub mod iperf;
 pub mod modes;
@@ -82,8 +83,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     /// World.
     pub mode: Mode,
-    /// Capture the bottleneck port into `bottleneck.pcap`.
-    pub capture: bool,
+    /// Links to capture into pcap files ([`capture`]).
+    pub capture: capture::Capture,
     /// Seed (default: the file's).
     pub seed: Option<u64>,
     /// Variant (`qcn`, `output`, `input`, `off`); `None` = as the file says.
@@ -107,7 +108,7 @@ impl RunOptions {
         RunOptions {
             out: None,
             mode,
-            capture: false,
+            capture: capture::Capture::Off,
             seed: None,
             variant: None,
             modes: modes::ModeFlags::default(),
@@ -218,6 +219,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
         (Some(v), Some(m)) => Some(format!("{v}-{m}")),
         (v, m) => m.or(v.map(str::to_string)),
     };
+    opts.capture.check(&sc.topo.graph())?;
     let dir = opts
         .out
         .clone()
@@ -236,7 +238,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
             let twin_dir = dir.join("twin-sim");
             let mut o = opts.clone();
             o.mode = Mode::Sim;
-            o.capture = false;
+            o.capture = capture::Capture::Off;
             std::fs::create_dir_all(&twin_dir)
                 .with_context(|| format!("results directory {}", twin_dir.display()))?;
             let mut sim = runner::run(&sc, &o, &twin_dir)?;
@@ -257,24 +259,47 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
     Ok(RunOutcome { dir, data, report })
 }
 
-/// The short table printed after a run, plus the paths of plots and report.
+/// The short table printed after a run, then every file the run wrote ([`print_files`]).
 pub fn print_outcome(out: &RunOutcome) {
     print!(
         "{}",
         crate::report::table::summary_table(&out.report.summary)
     );
-    println!("results: {}", out.dir.display());
-    for f in &out.report.files {
-        let ext = f.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if matches!(ext, "png" | "svg" | "md" | "pcap" | "json") {
-            println!("  {}", f.display());
+    print_files(&out.dir, false);
+}
+
+/// Every file under `dir`, recursively, sorted by path (unreadable directories are skipped).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => todo.push(p),
+                Ok(_) => out.push(p),
+                Err(_) => {}
+            }
         }
     }
-    for name in ["bottleneck.pcap", "cnms.pcap"] {
-        let pcap = out.dir.join(name);
-        if pcap.exists() {
-            println!("  {}", pcap.display());
-        }
+    out.sort();
+    out
+}
+
+/// `results: DIR` and every file under it, one per line (on stderr when `to_stderr`, so that
+/// a `--json` document on stdout stays the only thing there).
+pub fn print_files(dir: &Path, to_stderr: bool) {
+    let mut text = format!("results: {}\n", dir.display());
+    for f in files_under(dir) {
+        text.push_str(&format!("  {}\n", f.display()));
+    }
+    if to_stderr {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
     }
 }
 
@@ -285,6 +310,7 @@ pub fn check_variants(sc: &Scenario, variants: &[String], opts: &RunOptions) -> 
     if variants.is_empty() {
         anyhow::bail!("--variants: no variant given (e.g. --variants qcn,off)");
     }
+    opts.capture.check(&sc.topo.graph())?;
     for (i, v) in variants.iter().enumerate() {
         if variants[..i].contains(v) {
             anyhow::bail!("--variants: {v:?} is given twice");

@@ -59,7 +59,8 @@ pub struct SimWorld {
 
 impl SimWorld {
     /// Builds the simulation of `sc` (seed from `opts`, else the file's). The run writes
-    /// `trace.jsonl` (and with `--capture` `bottleneck.pcap`, `cnms.pcap`) into `dir`.
+    /// `trace.jsonl` (and with `--capture` `bottleneck.pcap`, `cnms.pcap`; with `--capture
+    /// all` or a list of links `link-<LINK>.pcap` each, [`super::capture`]) into `dir`.
     pub fn build(
         sc: &Scenario,
         opts: &RunOptions,
@@ -77,11 +78,16 @@ impl SimWorld {
         // 200 000 frames cut to 128 octets (the bottleneck) or only the CNMs (the first flow's
         // uplink), so that a 10 Gb/s run does not write gigabytes.
         let mut captures = Vec::new();
-        if opts.capture {
+        let graph = sc.topo.graph();
+        for li in opts.capture.links(&graph) {
+            let name = graph.links[li].name.clone();
+            let file = super::capture::link_file(dir, &name);
+            captures.push((name, file, false));
+        }
+        if opts.capture == super::capture::Capture::Bottleneck {
             if let Some(b) = sc.bottleneck() {
                 captures.push((b, dir.join("bottleneck.pcap"), false));
             }
-            let graph = sc.topo.graph();
             if let Some(li) = sc.topo.flow.first().and_then(|f| graph.uplink(&f.src)) {
                 captures.push((graph.links[li].name.clone(), dir.join("cnms.pcap"), true));
             }

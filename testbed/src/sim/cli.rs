@@ -1,5 +1,6 @@
 //! `testbed sim TOPOLOGY.toml`: runs a topology file in virtual time and writes the trace,
-//! captures and summary it asks for.
+//! captures and summary it asks for (`[output]`, `--trace`, `--pcap`, `--summary`; relative
+//! paths are relative to the current directory), then prints the path of every file it wrote.
 
 use super::host::HostNode;
 use super::topo::{Built, Topology};
@@ -85,6 +86,20 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         println!("{text}");
     } else {
         print_human(&summary);
+    }
+    // Every file written, with the path the topology gave it (relative to the current
+    // directory when relative): on stderr under --json, whose stdout is the summary alone.
+    let mut written: Vec<&std::path::Path> = Vec::new();
+    written.extend(topo.output.trace.as_deref());
+    written.extend(topo.output.pcap.iter().map(|p| p.file.as_path()));
+    written.extend(topo.output.summary.as_deref());
+    for p in written {
+        let line = format!("wrote {}", p.display());
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
     }
     Ok(())
 }

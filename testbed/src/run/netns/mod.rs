@@ -281,8 +281,8 @@ impl NetnsWorld {
         self.stacks = daemons::start_taps(st, &stack)?;
         progress.note("waiting for the servers");
         self.servers = endpoints::start_servers(st)?;
-        if opts.capture {
-            self.captures = captures::start(st)?;
+        if opts.capture.is_on() {
+            self.captures = captures::start(st, &opts.capture)?;
         }
         self.bn_switch = st.bottleneck_link().map(|li| {
             let e = &st.graph.links[li].a;
