@@ -15,6 +15,16 @@
 //! | `cp_config` | `t`, `node`?, `set`, `change` or `error` | switch, simulator |
 //! | `rp_config` | `t`, `node`?, `set`, `change` or `error` | simulator |
 //!
+//! # Time
+//! Every time is an integer count of **nanoseconds**: `t` in `queues`, `cp_config` and
+//! `rp_config` lines, `at` in `event` lines (the cores' event types carry `at`; the other
+//! records are written by the writers and say `t`). The daemons read `CLOCK_MONOTONIC`
+//! (`cnm_proto::phy::clock`: time since boot, never stepped, unrelated to the wall clock); the
+//! simulator writes its virtual time, from 0. Packet captures are stamped with `CLOCK_REALTIME`
+//! (seconds since the Unix epoch): pcap time = trace time + (`CLOCK_REALTIME −
+//! CLOCK_MONOTONIC`), an offset the testbed records in a run's `summary.json` (`trace_clock`)
+//! when the run starts.
+//!
 //! `node` names the writer's node in a multi-node trace (the simulator); a daemon's trace is
 //! its own node's and leaves it out. A `queues` line lists only the queues that are not empty
 //! or just emptied ([`QueueTracker`]): a queue missing from a line keeps its last value.
@@ -72,7 +82,8 @@ impl<E: Serialize> TraceRecord<E> {
 /// A `queues` line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Queues {
-    /// When (ns, the writer's clock).
+    /// When (ns; `CLOCK_MONOTONIC` in a daemon, virtual time in the simulator; see the module
+    /// documentation).
     #[serde(deserialize_with = "lenient::nanos")]
     pub t: u64,
     /// Node, in a multi-node trace.
@@ -187,9 +198,10 @@ pub struct Tagged<E> {
 /// What a reader takes from any event line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventFields {
-    /// Event name: `drop`, `pause_tx`, `cnm`, `rate_change`, ...
+    /// Event name: `drop`, `pause_tx`, `cnm`, `rate_feedback`, `rate_change`, ...
     pub event: String,
-    /// When (ns). Some writers said `t`; see [`EventFields::time`].
+    /// When (ns, the writer's clock: see the module documentation). Some writers said `t`;
+    /// see [`EventFields::time`].
     #[serde(default, deserialize_with = "lenient::opt_nanos")]
     pub at: Option<u64>,
     /// When, in lines that say `t` instead of `at`.
@@ -218,7 +230,7 @@ impl EventFields {
 /// `RpChange`) as JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigChange {
-    /// When (ns).
+    /// When (ns, the writer's clock: see the module documentation).
     #[serde(deserialize_with = "lenient::nanos")]
     pub t: u64,
     /// Node, in a multi-node trace.

@@ -450,7 +450,10 @@ fn rate_feedback_events_counted_per_flow_over_the_window() {
     let t = table::summary_table(&a.summary);
     assert!(t.contains("rate fb win") && t.contains("CNMs run") && t.contains("win: "));
     let md = testbed::report::summary_markdown(&a.summary);
-    assert!(md.contains("| rate fb win |") || md.contains("rate fb win"), "{md}");
+    assert!(
+        md.contains("| rate fb win |") || md.contains("rate fb win"),
+        "{md}"
+    );
     let csv = testbed::analysis::csv::cnms_csv(&run, &a.cnms.rate_feedback);
     assert_eq!(csv.lines().count(), 1 + 9);
 }

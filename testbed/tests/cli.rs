@@ -404,3 +404,70 @@ fn compare_rejects_a_bad_variant_before_running_and_keeps_the_old_option_name() 
         );
     }
 }
+
+/// `--capture` with a link the scenario does not have is refused before anything runs (no
+/// results directory, netns or sim), naming the scenario's links; `--capture` alone still takes
+/// no value when an option follows it.
+#[test]
+fn capture_refuses_unknown_links_before_running() {
+    let dir = tempfile::Builder::new()
+        .prefix("tb-cap-")
+        .tempdir()
+        .unwrap();
+    let out_dir = dir.path().join("out");
+    for (cmd, mode) in [("run", "netns"), ("run", "sim"), ("compare", "sim")] {
+        let out = Command::new(BIN)
+            .args([
+                cmd,
+                "dumbbell",
+                "--mode",
+                mode,
+                "--capture",
+                "sw0-r0,nowhere-x",
+            ])
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{cmd} {mode}: {stderr}");
+        assert!(stderr.contains("\"nowhere-x\""), "{cmd} {mode}: {stderr}");
+        assert!(
+            stderr.contains("sw0-r0") && stderr.contains("h0-sw0"),
+            "{cmd} {mode}: {stderr}"
+        );
+        assert!(!out_dir.exists(), "{cmd} {mode}: results written first");
+    }
+    // `--capture --out DIR`: the bottleneck capture; every file written is printed.
+    let out = Command::new(BIN)
+        .args([
+            "run",
+            "dumbbell",
+            "--mode",
+            "sim",
+            "--set",
+            "duration=20ms",
+            "--no-plots",
+            "--quiet",
+            "--capture",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in testbed::run::files_under(&out_dir) {
+        assert!(
+            stdout.contains(&f.display().to_string()),
+            "{} not printed:\n{stdout}",
+            f.display()
+        );
+    }
+    assert!(out_dir.join("bottleneck.pcap").is_file());
+    assert!(stdout.contains("trace.jsonl") && stdout.contains("summary.json"));
+}

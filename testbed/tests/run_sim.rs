@@ -83,7 +83,9 @@ fn sim_dumbbell_summary_is_sane() {
     assert!((s.rp_recoveries_in_window.unwrap() - 0.1 / 0.08625).abs() < 1e-6);
     assert!(!s.faithful);
     assert!(
-        s.warnings.iter().any(|w| w.contains("too short for the reaction points")),
+        s.warnings
+            .iter()
+            .any(|w| w.contains("too short for the reaction points")),
         "{:?}",
         s.warnings
     );
@@ -114,7 +116,11 @@ fn sim_capture_all_writes_one_pcap_per_link() {
         let bytes = std::fs::read(&p).unwrap();
         // Classic pcap, microsecond or nanosecond magic, Ethernet, and at least one frame.
         let magic = u32::from_le_bytes(bytes[..4].try_into().unwrap());
-        assert!(magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d, "{}", p.display());
+        assert!(
+            magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+            "{}",
+            p.display()
+        );
         assert_eq!(u32::from_le_bytes(bytes[20..24].try_into().unwrap()), 1);
         assert!(bytes.len() > 24 + 16, "{} has no frame", p.display());
     }
@@ -127,10 +133,7 @@ fn sim_capture_all_writes_one_pcap_per_link() {
         .into_iter()
         .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
         .collect();
-    assert_eq!(
-        pcaps,
-        vec![testbed::run::capture::link_file(&dir, &name)]
-    );
+    assert_eq!(pcaps, vec![testbed::run::capture::link_file(&dir, &name)]);
     let _ = std::fs::remove_dir_all(&dir);
     // An unknown link: refused, nothing created.
     opts.capture = Capture::Links(vec!["sw0-nowhere".into()]);

@@ -760,7 +760,10 @@ mod tests {
         let (held, why) = rp_window_check(5.0, r100, 3.0);
         assert!((held - 0.5797).abs() < 1e-3, "{held}");
         let why = why.unwrap();
-        assert!(why.contains("0.58 fast recoveries") && why.contains("8.625 s"), "{why}");
+        assert!(
+            why.contains("0.58 fast recoveries") && why.contains("8.625 s"),
+            "{why}"
+        );
         // Exactly three: 3 × 86.25 ms = 258.75 ms is enough, a microsecond less is not.
         assert!(rp_window_check(0.25875, 0.08625, 3.0).1.is_none());
         assert!(rp_window_check(0.258749, 0.08625, 3.0).1.is_some());
@@ -779,7 +782,11 @@ mod tests {
         let v = check(&run, &th);
         assert!(!v.faithful);
         assert!((v.rp_recoveries_in_window.unwrap() - 0.5797).abs() < 1e-3);
-        assert!(v.warnings.iter().any(|w| w.contains("too short")), "{:?}", v.warnings);
+        assert!(
+            v.warnings.iter().any(|w| w.contains("too short")),
+            "{:?}",
+            v.warnings
+        );
         // R = 86.25 ms (S = 1): 58 recoveries.
         run.meta.rp_recovery_s = Some(rp_recovery_s(5, 0.015));
         assert!(check(&run, &th).faithful);

@@ -773,7 +773,10 @@ mod tests {
         };
         // 7.25 s of CLOCK_MONOTONIC is 2.25 s into the run and 1.7e9 + 7.25 s of epoch time.
         assert_eq!(c.to_pcap_ns(7_250_000_000), 1_700_000_007_250_000_000);
-        assert_eq!(c.from_pcap_ns(1_700_000_007_250_000_000), Some(7_250_000_000));
+        assert_eq!(
+            c.from_pcap_ns(1_700_000_007_250_000_000),
+            Some(7_250_000_000)
+        );
         assert_eq!(c.from_pcap_ns(0), None);
         assert!((c.run_s(7_250_000_000) - 2.25).abs() < 1e-12);
         assert!((c.run_s(4_000_000_000) + 1.0).abs() < 1e-12);

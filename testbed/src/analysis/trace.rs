@@ -7,6 +7,10 @@
 //!   queue missing from a line keeps its last value);
 //! - `{"type":"event","event":"drop"|"pause_tx"|"cnm"|...,"at":<ns>,"port"?,"priority"?,...}`.
 //!
+//! Times are nanoseconds on the writer's clock (`CLOCK_MONOTONIC` for the daemons, virtual
+//! time for the simulator), turned into seconds since [`TraceOptions::t0_ns`];
+//! [`super::model::TraceClock`] relates them to the captures' clock.
+//!
 //! Anything else is tolerated: unknown types and fields are ignored, lines that are not JSON
 //! objects or lack a time are counted as bad, a truncated last line (a daemon killed while
 //! writing) is just one bad line. The reader never panics on input.

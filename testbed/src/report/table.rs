@@ -59,14 +59,13 @@ impl Table {
                 if i > 0 {
                     l.push_str("  ");
                 }
-                let pad = w[i].saturating_sub(c.chars().count());
-                if self.right[i] {
-                    l.extend(std::iter::repeat_n(' ', pad));
-                    l.push_str(c);
+                // Width in characters (`±`, `–` are one column each).
+                let width = w[i];
+                let _ = if self.right[i] {
+                    write!(l, "{c:>width$}")
                 } else {
-                    l.push_str(c);
-                    l.extend(std::iter::repeat_n(' ', pad));
-                }
+                    write!(l, "{c:<width$}")
+                };
             }
             let _ = writeln!(o, "{}", l.trim_end());
         };
@@ -300,7 +299,16 @@ pub fn compare_table(runs: &[(String, Summary)]) -> String {
     let _ = writeln!(
         o,
         "{:<14} {:>7} {:>7} {:>11} {:>11} {:>8} {:>8} {:>9} {:>12} {:>9}",
-        "run", "Jain", "util", "q mean", "q p99", "drops", "PAUSE", "feedback", "converge", "faithful"
+        "run",
+        "Jain",
+        "util",
+        "q mean",
+        "q p99",
+        "drops",
+        "PAUSE",
+        "feedback",
+        "converge",
+        "faithful"
     );
     for (label, s) in runs {
         let b = s.bottlenecks.first();
@@ -385,8 +393,24 @@ mod tests {
         Twin {
             sim_dir: Some("twin-sim".into()),
             metrics: vec![
-                m("utilization sw0-r0", 0.95, 0.984, -0.034, false, Some(0.05), true),
-                m("queue mean sw0-r0", 40_000.0, 29_700.0, 0.35, true, Some(0.30), false),
+                m(
+                    "utilization sw0-r0",
+                    0.95,
+                    0.984,
+                    -0.034,
+                    false,
+                    Some(0.05),
+                    true,
+                ),
+                m(
+                    "queue mean sw0-r0",
+                    40_000.0,
+                    29_700.0,
+                    0.35,
+                    true,
+                    Some(0.30),
+                    false,
+                ),
                 m("CNMs/s f0", 120.0, 100.0, 0.2, true, None, true),
             ],
             faithful: false,

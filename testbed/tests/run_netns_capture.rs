@@ -1,0 +1,95 @@
+//! `testbed run --mode netns --capture all` (root only): one readable pcap per link of the
+//! scenario, on the link's switch port, whose frames' times meet the trace's through the
+//! summary's `trace_clock` (pcap time = trace time + `realtime_offset_ns`).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::netns::{assert_clean, out_dir, prefix_of, summary, testbed};
+use std::process::Stdio;
+
+/// The records of a classic pcap file: (epoch ns of each frame). `None` when it is not one.
+fn pcap_times(bytes: &[u8]) -> Option<Vec<i128>> {
+    let magic = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
+    let unit: i128 = match magic {
+        0xa1b2_c3d4 => 1_000,
+        0xa1b2_3c4d => 1,
+        _ => return None,
+    };
+    // Ethernet link type.
+    if u32::from_le_bytes(bytes.get(20..24)?.try_into().ok()?) != 1 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= bytes.len() {
+        let w = |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
+        let (sec, frac, incl) = (w(0), w(4), w(8) as usize);
+        out.push(i128::from(sec) * 1_000_000_000 + i128::from(frac) * unit);
+        at += 16 + incl;
+    }
+    // A capture stopped by a signal may end in a partial record; every whole one was read.
+    Some(out)
+}
+
+#[test]
+fn netns_capture_all_writes_one_pcap_per_link() {
+    if !testbed::netns::can_run_network_tests("netns_capture_all_writes_one_pcap_per_link") {
+        return;
+    }
+    let dir = out_dir("run-netns-capture", "all");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = testbed()
+        .args([
+            "dumbbell",
+            "--quiet",
+            "--no-plots",
+            "--capture",
+            "all",
+            "--set",
+            "scenario.netns.duration=3s",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", out.status);
+    if let Some(prefix) = prefix_of(&dir) {
+        assert_clean(&prefix);
+    }
+    let sc = testbed::scenario::load("dumbbell", &[]).unwrap();
+    let graph = sc.topo.graph();
+    let s = summary(&dir);
+    let clock = &s["trace_clock"];
+    assert_eq!(clock["clock"], "monotonic", "{s}");
+    let t0 = i128::from(clock["t0_ns"].as_u64().unwrap());
+    let offset = i128::from(clock["realtime_offset_ns"].as_i64().unwrap());
+    // The run's t = 0 in the captures' clock.
+    let start_epoch = t0 + offset;
+    let pcaps: Vec<_> = testbed::run::files_under(&dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    assert_eq!(pcaps.len(), graph.links.len(), "{pcaps:?}");
+    for l in &graph.links {
+        let p = testbed::run::capture::link_file(&dir, &l.name);
+        assert!(stdout.contains(&p.display().to_string()), "{stdout}");
+        let times = pcap_times(&std::fs::read(&p).unwrap())
+            .unwrap_or_else(|| panic!("{} is not a pcap", p.display()));
+        assert!(!times.is_empty(), "{} holds no frame", p.display());
+        // Every frame was captured during the run: from the lab's setup (before t = 0) to its
+        // end (3 s of schedule). The bound is loose, the conversion is what is checked: a
+        // wrong offset is off by the machine's uptime or by decades.
+        for t in [times[0], *times.last().unwrap()] {
+            let rel = (t - start_epoch) as f64 / 1e9;
+            assert!(
+                (-60.0..60.0).contains(&rel),
+                "{}: a frame {rel} s from the run's start",
+                p.display()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
