@@ -1257,13 +1257,11 @@ impl<X: SimNode> Sim<X> {
                 }
                 Body::Host(h) => {
                     let tracing = trace.is_some();
-                    h.drain_events(&mut |mut v| {
+                    h.drain_events(&mut |ev| {
                         if tracing {
-                            if v.get("type").is_none() {
-                                v["type"] = json!("event");
+                            if let Ok(l) = TraceRecord::event(Some(name), ev).to_line() {
+                                lines.push(l);
                             }
-                            v["node"] = json!(name);
-                            lines.push(v.to_string());
                         }
                     });
                 }

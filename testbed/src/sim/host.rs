@@ -15,7 +15,7 @@
 //! One poll, in order: frames for the host → applications; applications → `handle_host`;
 //! `poll_uplink` onto the link.
 
-use super::tcp::TcpHost;
+use super::tcp::{TcpEvent, TcpHost};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::Instant;
@@ -24,6 +24,17 @@ use rp_agent::gen::{Pattern, Source};
 use rp_agent::held::{HeldFrames, Offered};
 use rp_agent::{Agent, AgentConfig};
 use serde_json::{json, Value};
+
+/// A host's trace event: its agent's or its TCP endpoints'. Both carry their own `event` tag
+/// and `at`; the engine writes them as trace `event` lines of the host's node.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum HostEvent {
+    /// The agent's (`rp_agent::Event`).
+    Agent(rp_agent::Event),
+    /// The TCP endpoints' ([`TcpEvent`]).
+    Tcp(TcpEvent),
+}
 
 /// Most flows the host's sink tracks.
 const SINK_FLOWS: usize = 1024;
@@ -242,15 +253,11 @@ impl HostNode {
         t
     }
 
-    /// Trace records of the agent and the TCP endpoints since the last call.
-    pub fn drain_events(&mut self, f: &mut dyn FnMut(Value)) {
-        self.agent.drain_events(&mut |e| {
-            if let Ok(v) = serde_json::to_value(e) {
-                f(v);
-            }
-        });
+    /// Trace events of the agent and the TCP endpoints since the last call, agent first.
+    pub fn drain_events(&mut self, f: &mut dyn FnMut(HostEvent)) {
+        self.agent.drain_events(&mut |e| f(HostEvent::Agent(*e)));
         if let Some(tcp) = self.tcp.as_mut() {
-            tcp.drain_events(f);
+            tcp.drain_events(&mut |e| f(HostEvent::Tcp(e)));
         }
     }
 

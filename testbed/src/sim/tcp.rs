@@ -42,9 +42,47 @@
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Bytes, Duration, Instant};
 use rp_agent::HostError;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
+
+/// A trace event of a host's TCP endpoints: a trace `event` line (the engine adds the node),
+/// named by its `event` tag, `at` in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum TcpEvent {
+    /// An incast client completed a round: every server's SRU arrived.
+    IncastRound {
+        /// When (ns).
+        at: u64,
+        /// The round completed (from 0).
+        round: u32,
+        /// Servers of the round.
+        servers: usize,
+        /// From the request to the last octet (ns).
+        duration_ns: u64,
+    },
+    /// A sender retransmitted on the third duplicate ACK (RFC 5681 3.2).
+    TcpFastRetransmit {
+        /// When (ns).
+        at: u64,
+        /// Connection.
+        conn: u32,
+        /// The sequence number resent (the oldest unacknowledged).
+        seq: u64,
+    },
+    /// A sender's retransmission timer expired (RFC 6298 5.5: the timer backs off).
+    TcpTimeout {
+        /// When (ns).
+        at: u64,
+        /// Connection.
+        conn: u32,
+        /// The sequence number resent (the oldest unacknowledged).
+        seq: u64,
+        /// The backed-off retransmission timeout (ns).
+        rto_ns: u64,
+    },
+}
 
 /// EtherType of the segments.
 pub const TCP_ETHERTYPE: u16 = 0x88B6;
@@ -164,7 +202,7 @@ pub struct TcpHost {
     /// ACKs and requests waiting for the agent.
     out: VecDeque<Vec<u8>>,
     blocked: bool,
-    events: Vec<Value>,
+    events: Vec<TcpEvent>,
     buf: Vec<u8>,
 }
 
@@ -536,7 +574,7 @@ impl TcpHost {
     }
 
     /// Trace records (round completions, timeouts).
-    pub fn drain_events(&mut self, f: &mut dyn FnMut(Value)) {
+    pub fn drain_events(&mut self, f: &mut dyn FnMut(TcpEvent)) {
         for e in self.events.drain(..) {
             f(e);
         }
@@ -628,10 +666,12 @@ impl TcpHost {
                 if got == target * c.conns.len() as u64 {
                     let d = now.saturating_since(c.round_start);
                     c.durations.push(d);
-                    self.events.push(json!({
-                        "event": "incast_round", "at": now.as_nanos(), "round": c.round,
-                        "servers": c.conns.len(), "duration_ns": d.as_nanos(),
-                    }));
+                    self.events.push(TcpEvent::IncastRound {
+                        at: now.as_nanos(),
+                        round: c.round,
+                        servers: c.conns.len(),
+                        duration_ns: d.as_nanos(),
+                    });
                     c.round += 1;
                     if c.round >= c.rounds {
                         c.finished = Some(now);
@@ -677,7 +717,7 @@ impl Sender {
         }
     }
 
-    fn on_ack(&mut self, now: Instant, ack: u64, events: &mut Vec<Value>) {
+    fn on_ack(&mut self, now: Instant, ack: u64, events: &mut Vec<TcpEvent>) {
         self.last_activity = now;
         if ack > self.una && ack <= self.high {
             let acked = ack - self.una;
@@ -718,17 +758,18 @@ impl Sender {
                 self.retransmit = true;
                 self.fast_retransmits += 1;
                 self.probe = None;
-                events.push(json!({
-                    "event": "tcp_fast_retransmit", "at": now.as_nanos(), "conn": self.conn,
-                    "seq": self.una,
-                }));
+                events.push(TcpEvent::TcpFastRetransmit {
+                    at: now.as_nanos(),
+                    conn: self.conn,
+                    seq: self.una,
+                });
             } else if self.dupacks > 3 {
                 self.cwnd += self.mss;
             }
         }
     }
 
-    fn on_timeout(&mut self, now: Instant, events: &mut Vec<Value>) {
+    fn on_timeout(&mut self, now: Instant, events: &mut Vec<TcpEvent>) {
         self.ssthresh = (self.flight() / 2).max(2 * self.mss);
         self.cwnd = self.mss;
         self.nxt = self.una;
@@ -744,10 +785,12 @@ impl Sender {
                 .min(Duration::from_secs(60).as_nanos()),
         );
         self.deadline = None;
-        events.push(json!({
-            "event": "tcp_timeout", "at": now.as_nanos(), "conn": self.conn, "seq": self.una,
-            "rto_ns": self.rto.as_nanos(),
-        }));
+        events.push(TcpEvent::TcpTimeout {
+            at: now.as_nanos(),
+            conn: self.conn,
+            seq: self.una,
+            rto_ns: self.rto.as_nanos(),
+        });
     }
 
     fn rtt_sample(&mut self, r: Duration) {
