@@ -184,7 +184,10 @@ pub fn rp_window_check(window_s: f64, recovery_s: f64, min: f64) -> (f64, Option
     (
         held,
         Some(format!(
-            "steady window too short for the reaction points' loop: {window_s:.3} s holds              {held:.2} fast recoveries of at most {recovery_s:.3} s each (rpg_threshold ×              rpg_time_reset × 1.15 at the run's scale), at least {min} are needed; lengthen the              run or its window (scenario `window`), or lower the time scale"
+            "steady window too short for the reaction points' loop: {window_s:.3} s holds \
+             {held:.2} fast recoveries of at most {recovery_s:.3} s each (rpg_threshold × \
+             rpg_time_reset × 1.15 at the run's scale), at least {min} are needed; lengthen the \
+             run or its window (scenario `window`), or lower the time scale"
         )),
     )
 }
