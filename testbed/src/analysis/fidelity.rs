@@ -84,7 +84,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::RunData;
-use super::summary::Summary;
 
 /// Limits of the fidelity check.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -409,107 +408,6 @@ pub const TWIN_QUEUE_FLOOR: f64 = 1500.0;
 /// CNM rates below one per second are too sparse for a relative deviation (per second).
 pub const TWIN_CNM_FLOOR: f64 = 1.0;
 
-/// Compares a netns run's summary with its simulator twin's (same scenario and seed).
-pub fn twin(netns: &Summary, sim: &Summary, th: &TwinThresholds) -> Twin {
-    let mut metrics = Vec::new();
-    let mut push = |metric: String,
-                    n: Option<f64>,
-                    s: Option<f64>,
-                    rel_floor: Option<f64>,
-                    limit: Option<f64>| {
-        let deviation = match (n, s) {
-            (Some(n), Some(s)) if n.is_finite() && s.is_finite() => Some(match rel_floor {
-                Some(floor) => (n - s) / s.abs().max(floor),
-                None => n - s,
-            }),
-            _ => None,
-        };
-        let ok = match (deviation, limit) {
-            (Some(d), Some(l)) => d.abs() <= l,
-            _ => true,
-        };
-        metrics.push(TwinMetric {
-            metric,
-            netns: n,
-            sim: s,
-            deviation,
-            relative: rel_floor.is_some(),
-            limit,
-            ok,
-        });
-    };
-    for b in &netns.bottlenecks {
-        let sb = sim.bottlenecks.iter().find(|x| x.name == b.name);
-        push(
-            format!("utilization {}", b.name),
-            b.utilization,
-            sb.and_then(|x| x.utilization),
-            None,
-            Some(th.utilization),
-        );
-        push(
-            format!("queue mean {}", b.name),
-            b.queue_mean_bytes,
-            sb.and_then(|x| x.queue_mean_bytes),
-            Some(TWIN_QUEUE_FLOOR),
-            Some(th.queue_mean),
-        );
-        push(
-            format!("queue p99 {}", b.name),
-            b.queue_p99_bytes,
-            sb.and_then(|x| x.queue_p99_bytes),
-            Some(TWIN_QUEUE_FLOOR),
-            None,
-        );
-    }
-    push("Jain".into(), netns.jain, sim.jain, None, Some(th.jain));
-    // CNMs per second in scenario time: a netns run at scale S runs S times slower.
-    let k = if sim.time_scale > 0.0 {
-        netns.time_scale / sim.time_scale
-    } else {
-        1.0
-    };
-    for f in &netns.flows {
-        let sf = sim.flows.iter().find(|x| x.name == f.name);
-        push(
-            format!("share {}", f.name),
-            f.share_ratio,
-            sf.and_then(|x| x.share_ratio),
-            None,
-            Some(th.share),
-        );
-        push(
-            format!("CNMs/s {}", f.name),
-            Some(f.cnm_per_s * k),
-            sf.map(|x| x.cnm_per_s),
-            Some(TWIN_CNM_FLOOR),
-            None,
-        );
-    }
-    let faithful = metrics.iter().all(|m| m.ok);
-    // A netns schedule compressed below S (`scenario.netns.duration`) gives the steady window
-    // less loop time than the simulator's: slow outcomes (fairness) may differ for that alone.
-    let sched = if sim.duration_s > 0.0 {
-        netns.duration_s / sim.duration_s
-    } else {
-        k
-    };
-    let note = (sched < k * 0.99).then(|| {
-        format!(
-            "the netns schedule runs × {sched:.3} where its loop runs × {k}: its steady window \
-             holds {:.0} % of the loop time the simulator's does, so slow outcomes (fairness, \
-             convergence) may differ for that reason alone",
-            sched / k * 100.0
-        )
-    });
-    Twin {
-        sim_dir: None,
-        metrics,
-        faithful,
-        note,
-    }
-}
-
 impl Twin {
     /// One warning per metric beyond its limit.
     pub fn warnings(&self) -> Vec<String> {
@@ -693,60 +591,6 @@ mod tests {
         );
     }
 
-    fn summary(util: f64, qmean: f64, jain: f64, shares: &[f64], cnm: f64, scale: f64) -> Summary {
-        use crate::analysis::summary::{BottleneckSummary, FlowSummary};
-        Summary {
-            scenario: "s".into(),
-            mode: "netns".into(),
-            variant: None,
-            duration_s: scale,
-            seed: 1,
-            time_scale: scale,
-            steady_window_s: [0.0, 1.0],
-            flows: shares
-                .iter()
-                .enumerate()
-                .map(|(i, r)| FlowSummary {
-                    name: format!("f{i}"),
-                    mean_bps: Some(*r),
-                    fair_share_bps: Some(1.0),
-                    cnm_rx: 0,
-                    cnm_window: 0,
-                    cnm_per_s: cnm,
-                    rate_feedback_rx: 0,
-                    rate_feedback_window: 0,
-                    rate_feedback_per_s: 0.0,
-                    share_ratio: Some(*r),
-                    weight: 1.0,
-                })
-                .collect(),
-            bottlenecks: vec![BottleneckSummary {
-                name: "sw0-r0".into(),
-                link: "sw0-r0".into(),
-                capacity_bps: Some(1e9),
-                utilization: Some(util),
-                queue_mean_bytes: Some(qmean),
-                queue_std_bytes: None,
-                queue_p99_bytes: Some(2.0 * qmean),
-                queue_max_bytes: None,
-                time_above_qhigh_s: None,
-                drops: 0,
-                pause_tx: 0,
-            }],
-            jain: Some(jain),
-            jain_rates: Some(jain),
-            convergence_s: vec![],
-            convergence_events: vec![],
-            faithful: true,
-            warnings: vec![],
-            ingress_early_share: None,
-            trace_clock: None,
-            rp_recovery_s: None,
-            rp_recoveries_in_window: None,
-            twin: None,
-        }
-    }
-
     #[test]
     fn the_window_must_hold_three_fast_recoveries() {
         // Defaults (F = 5, T = 15 ms): R = 5 × 15 ms × 1.15 = 86.25 ms unscaled.
@@ -793,82 +637,5 @@ mod tests {
         // R = 86.25 ms (S = 1): 58 recoveries.
         run.meta.rp_recovery_s = Some(rp_recovery_s(5, 0.015));
         assert!(check(&run, &th).faithful);
-    }
-
-    #[test]
-    fn twin_compares_each_metric_with_its_limit() {
-        let th = TwinThresholds::default();
-        let sim = summary(0.984, 29_700.0, 0.994, &[1.0, 0.99], 100.0, 1.0);
-        // Within every limit: util −3.4 points, queue −20 %, Jain −0.044, shares −0.05/+0.01,
-        // CNMs 12/s at S = 10 = 120/s in scenario time (+20 %, reported only).
-        let close = summary(0.95, 23_760.0, 0.95, &[0.95, 1.0], 12.0, 10.0);
-        let t = twin(&close, &sim, &th);
-        assert!(t.faithful, "{t:?}");
-        assert_eq!(t.note, None);
-        let get = |t: &Twin, m: &str| t.metrics.iter().find(|x| x.metric == m).cloned().unwrap();
-        let u = get(&t, "utilization sw0-r0");
-        assert!((u.deviation.unwrap() + 0.034).abs() < 1e-9, "{u:?}");
-        let q = get(&t, "queue mean sw0-r0");
-        assert!(
-            q.relative && (q.deviation.unwrap() + 0.2).abs() < 1e-9,
-            "{q:?}"
-        );
-        let c = get(&t, "CNMs/s f0");
-        assert_eq!(c.netns, Some(120.0));
-        assert!((c.deviation.unwrap() - 0.2).abs() < 1e-9, "{c:?}");
-        assert_eq!(c.limit, None);
-        assert!(t.warnings().is_empty());
-        // The baseline of the issue: util 68 %, Jain 0.84, queue mean 6.1 kB.
-        let far = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 12.0, 10.0);
-        let t = twin(&far, &sim, &th);
-        assert!(!t.faithful);
-        let bad: Vec<&str> = t
-            .metrics
-            .iter()
-            .filter(|m| !m.ok)
-            .map(|m| m.metric.as_str())
-            .collect();
-        assert_eq!(
-            bad,
-            [
-                "utilization sw0-r0",
-                "queue mean sw0-r0",
-                "Jain",
-                "share f0",
-                "share f1"
-            ]
-        );
-        assert_eq!(t.warnings().len(), 5);
-        assert!(t.warnings()[1].contains("-79.5 %"), "{:?}", t.warnings());
-        // A netns schedule compressed to × 5 at S = 10 (30 s for 6 s) is noted first.
-        let mut squeezed = far.clone();
-        squeezed.duration_s = 5.0;
-        let t = twin(&squeezed, &sim, &th);
-        assert!(
-            t.note.as_deref().is_some_and(|n| n.contains("holds 50 %")),
-            "{t:?}"
-        );
-        assert!(t.warnings()[0].starts_with("note: twin: the netns schedule runs × 5.000"));
-        assert_eq!(t.warnings().len(), 6);
-        // A queue of less than a frame in the simulator: the deviation is taken against one
-        // frame, not against a near-zero number.
-        let sim0 = summary(0.984, 100.0, 0.994, &[1.0, 1.0], 100.0, 1.0);
-        let n0 = summary(0.984, 400.0, 0.994, &[1.0, 1.0], 10.0, 10.0);
-        let q = get(&twin(&n0, &sim0, &th), "queue mean sw0-r0");
-        assert!((q.deviation.unwrap() - 0.2).abs() < 1e-9, "{q:?}");
-    }
-
-    #[test]
-    fn the_twin_verdict_makes_the_summary_unfaithful() {
-        let sim = summary(0.984, 29_700.0, 0.994, &[1.0, 0.99], 100.0, 1.0);
-        let mut s = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 12.0, 10.0);
-        s.add_twin(&sim, &TwinThresholds::default(), Some("twin-sim".into()));
-        assert!(!s.faithful);
-        assert!(s
-            .warnings
-            .iter()
-            .any(|w| w.starts_with("twin: utilization sw0-r0")));
-        let back = Summary::from_json(&s.to_json()).unwrap();
-        assert_eq!(back.twin, s.twin);
     }
 }

@@ -49,6 +49,7 @@ pub mod metrics;
 pub mod model;
 pub mod summary;
 pub mod trace;
+pub mod twin;
 
 pub use model::{
     Bottleneck, Event, FidelityInputs, FlowSeries, IngressBurst, LinkSpec, Marker, QueueSeries,

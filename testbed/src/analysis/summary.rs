@@ -325,21 +325,6 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
 }
 
 impl Summary {
-    /// Adds the comparison with the simulator twin `sim` (same scenario and seed): its
-    /// failures become warnings and make the run unfaithful.
-    pub fn add_twin(
-        &mut self,
-        sim: &Summary,
-        th: &fidelity::TwinThresholds,
-        sim_dir: Option<String>,
-    ) {
-        let mut t = fidelity::twin(self, sim, th);
-        t.sim_dir = sim_dir;
-        self.warnings.extend(t.warnings());
-        self.faithful &= t.faithful;
-        self.twin = Some(t);
-    }
-
     /// Pretty JSON text.
     pub fn to_json(&self) -> String {
         // Serializing plain structs of numbers and strings cannot fail; non-finite floats

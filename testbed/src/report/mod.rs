@@ -65,7 +65,7 @@ pub fn write_run(dir: &Path, run: &RunData, opts: &ReportOptions) -> std::io::Re
 }
 
 /// As [`write_run`], the summary compared with the simulator twin's (`twin`: its summary and
-/// results directory; [`crate::analysis::fidelity::twin`]).
+/// results directory; [`crate::analysis::twin::twin`]).
 pub fn write_run_with_twin(
     dir: &Path,
     run: &RunData,

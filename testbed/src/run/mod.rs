@@ -12,7 +12,7 @@
 //!   (QCN-REFERENCE §5), fidelity measured, everything torn down on exit, error or Ctrl-C.
 //!
 //! `--twin` (netns): the simulator then runs the same scenario and seed into `twin-sim/`, and
-//! the run's summary compares the two per metric ([`crate::analysis::fidelity::twin`]); the
+//! the run's summary compares the two per metric ([`crate::analysis::twin::twin`]); the
 //! run is faithful only within the comparison's limits.
 //!
 //! Variants (`--variant`, `testbed compare --variants`) change the congestion points of every
@@ -98,7 +98,7 @@ pub struct RunOptions {
     /// Skip the plots.
     pub no_plots: bool,
     /// After a netns run, run the simulator on the same scenario and seed (into `twin-sim/`)
-    /// and compare ([`crate::analysis::fidelity::twin`]).
+    /// and compare ([`crate::analysis::twin::twin`]).
     pub twin: bool,
 }
 
