@@ -408,21 +408,9 @@ fn daemon_applies_a_cnm_from_the_wire() {
         return;
     }
     let mut net = Net::new();
-    let (a, b, ia, ib) = (net.a.clone(), net.b.clone(), net.ia.clone(), net.ib.clone());
-    let subnet = format!("10.{}.{}", 100 + net.id % 100, (net.id / 100) % 250);
-    sh(&[
-        "ip",
-        "-n",
-        &b,
-        "addr",
-        "add",
-        &format!("{subnet}.2/24"),
-        "dev",
-        &ib,
-    ]);
+    let (a, b, ib) = (net.a.clone(), net.b.clone(), net.ib.clone());
     let dir = std::env::temp_dir().join(format!("rpa-cnm-{}", net.id));
     std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("ctl.sock");
     let trace = dir.join("trace.jsonl");
     let conf = dir.join("agent.toml");
     // A long RP timer keeps the decreased rate in place while the test looks at it.
@@ -431,31 +419,19 @@ fn daemon_applies_a_cnm_from_the_wire() {
         "line_rate = \"100mbit\"\n[rp]\nrpg_time_reset = \"60s\"\nrp_jitter = 0.0\n",
     )
     .unwrap();
-    let tap = format!("rpa{}t", net.id);
-    let agent = net.spawn(
-        &a,
+    let tap_agent = TapAgent::start(
+        &mut net,
         &[
-            "--uplink",
-            &ia,
-            "--tap",
-            &tap,
-            "--tap-ip",
-            &format!("{subnet}.1/24"),
             "--config",
             conf.to_str().unwrap(),
-            "--ctl",
-            sock.to_str().unwrap(),
             "--trace",
             trace.to_str().unwrap(),
             "--metrics",
             "127.0.0.1:9465",
         ],
     );
-    let t = Instant::now();
-    while !sock.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "agent did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (agent, subnet) = (tap_agent.idx, tap_agent.subnet.clone());
+    let sock = std::path::PathBuf::from(&tap_agent.sock);
     let b_mac: EthernetAddress = net.mac(&b, &ib).parse().unwrap();
     let bns = b.clone();
     let ibn = ib.clone();
