@@ -322,7 +322,31 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
         },
     )?);
 
-    // PAUSE, resume, PFC stopping priority 3.
+    frames.extend(control_frames()?);
+    frames.push(lldp_frame()?);
+    frames.push(rate_feedback_frame()?);
+
+    // A malformed CNM: the encapsulated MSDU length field says 100 (> 64).
+    let mut bad = frames
+        .iter()
+        .find(|d| d.label == "CNM, saturated feedback")
+        .map(|d| d.frame.clone())
+        .ok_or(wire::Error::Malformed)?;
+    // Untagged CNM: Ethernet header (14) + 22 octets of PDU before the MSDU length field.
+    bad[14 + 22..14 + 24].copy_from_slice(&100u16.to_be_bytes());
+    frames.push(DemoFrame {
+        label: "malformed CNM (MSDU length 100)",
+        src: SWITCH,
+        dst: HOST_A,
+        frame: bad,
+        expect: Expect::MalformedCnm,
+    });
+    Ok(frames)
+}
+
+/// PAUSE and its resume (802.3 Annex 31B), and PFC stopping priority 3 (802.1Q clause 36).
+fn control_frames() -> wire::Result<Vec<DemoFrame>> {
+    let mut frames = Vec::new();
     let mut buf = [0u8; 64];
     for quanta in [0xffff, 0] {
         let n = build_pause_frame(HOST_B, &MacControlRepr::Pause { quanta }, &mut buf)?;
@@ -351,8 +375,11 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
             times,
         },
     });
+    Ok(frames)
+}
 
-    // LLDPDU: Chassis ID, Port ID, TTL, the CN TLV (CNPV on priority 3, ready), End.
+/// An LLDPDU: Chassis ID, Port ID, TTL, the CN TLV (CNPV on priority 3, ready), End.
+fn lldp_frame() -> wire::Result<DemoFrame> {
     let lldp_da = EthernetAddress([0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e]);
     let mut lldp = vec![0u8; 14];
     EthernetRepr {
@@ -379,7 +406,7 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
     cn.emit(&mut LldpCnTlv::new_checked(&mut cn_tlv[..])?);
     lldp.extend(cn_tlv);
     lldp.extend(tlv(0, &[]));
-    frames.push(DemoFrame {
+    Ok(DemoFrame {
         label: "LLDP with the CN TLV",
         src: SWITCH,
         dst: lldp_da,
@@ -388,9 +415,11 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
             cnpv: 1 << 3,
             ready: 1 << 3,
         },
-    });
+    })
+}
 
-    // Explicit-rate feedback to host A: 2.5 Gbit/s for priority 3.
+/// Explicit-rate feedback to host A: 2.5 Gbit/s for priority 3.
+fn rate_feedback_frame() -> wire::Result<DemoFrame> {
     let rf = RateFeedbackRepr {
         version: 0,
         encap_priority: 3,
@@ -406,7 +435,7 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
     }
     .emit(&mut EthernetFrame::new_checked(&mut f[..])?);
     rf.emit(&mut RateFeedback::new_checked(&mut f[14..])?);
-    frames.push(DemoFrame {
+    Ok(DemoFrame {
         label: "rate feedback (experimental)",
         src: SWITCH,
         dst: HOST_A,
@@ -417,24 +446,7 @@ pub fn demo_frames() -> wire::Result<Vec<DemoFrame>> {
             encap_priority: 3,
             encap_da: HOST_B,
         },
-    });
-
-    // A malformed CNM: the encapsulated MSDU length field says 100 (> 64).
-    let mut bad = frames
-        .iter()
-        .find(|d| d.label == "CNM, saturated feedback")
-        .map(|d| d.frame.clone())
-        .ok_or(wire::Error::Malformed)?;
-    // Untagged CNM: Ethernet header (14) + 22 octets of PDU before the MSDU length field.
-    bad[14 + 22..14 + 24].copy_from_slice(&100u16.to_be_bytes());
-    frames.push(DemoFrame {
-        label: "malformed CNM (MSDU length 100)",
-        src: SWITCH,
-        dst: HOST_A,
-        frame: bad,
-        expect: Expect::MalformedCnm,
-    });
-    Ok(frames)
+    })
 }
 
 /// Writes `frames` to `path` as a pcap file, 10 µs apart from a fixed start time.

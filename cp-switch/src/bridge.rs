@@ -1673,24 +1673,15 @@ impl Bridge {
         }
     }
 
-    /// Serves output port `o`.
-    fn transmit_port(
+    /// Sends output port `o`'s control frames: ahead of data, never paused, but they occupy the
+    /// line. False when the port took no more (`tx` refused).
+    fn transmit_control(
         &mut self,
         now: Instant,
         o: usize,
         tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
-    ) {
+    ) -> bool {
         let id = PortId(o as u16);
-        self.run_watchdog(now, o);
-        if let Some(t) = self.ports[o].pause_gen.refresh_at() {
-            if t <= now && self.ports[o].up {
-                self.refresh_pause(now, o);
-            }
-        }
-        if !self.ports[o].up {
-            return;
-        }
-        // Control frames: ahead of data, never paused, but they occupy the line.
         loop {
             let pt = &mut self.ports[o];
             let Some(f) = pt.ctl.front_mut() else {
@@ -1699,7 +1690,7 @@ impl Bridge {
             let len = f.len();
             if pt.delay.bypass() {
                 if !tx(id, &mut f.buf) {
-                    return;
+                    return false;
                 }
                 pt.counters.tx_frames += 1;
                 pt.counters.tx_bytes += len as u64;
@@ -1717,18 +1708,53 @@ impl Bridge {
                 }
             }
         }
+        true
+    }
+
+    /// Sends output port `o`'s frames whose propagation delay has elapsed. False when the port
+    /// took no more (`tx` refused).
+    fn transmit_delayed(
+        &mut self,
+        now: Instant,
+        o: usize,
+        tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
+    ) -> bool {
+        let id = PortId(o as u16);
+        let pt = &mut self.ports[o];
+        while let Some(len) = pt.delay.front_due(now).map(Frame::len) {
+            let Some(f) = pt.delay.pop_due_if(now, |f| tx(id, &mut f.buf)) else {
+                return false;
+            };
+            pt.counters.tx_frames += 1;
+            pt.counters.tx_bytes += len as u64;
+            self.pool.recycle(f);
+        }
+        true
+    }
+
+    /// Serves output port `o`.
+    fn transmit_port(
+        &mut self,
+        now: Instant,
+        o: usize,
+        tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
+    ) {
+        let id = PortId(o as u16);
+        self.run_watchdog(now, o);
+        if let Some(t) = self.ports[o].pause_gen.refresh_at() {
+            if t <= now && self.ports[o].up {
+                self.refresh_pause(now, o);
+            }
+        }
+        if !self.ports[o].up {
+            return;
+        }
+        if !self.transmit_control(now, o, tx) {
+            return;
+        }
         loop {
-            // Frames whose propagation delay has elapsed.
-            {
-                let pt = &mut self.ports[o];
-                while let Some(len) = pt.delay.front_due(now).map(Frame::len) {
-                    let Some(f) = pt.delay.pop_due_if(now, |f| tx(id, &mut f.buf)) else {
-                        return;
-                    };
-                    pt.counters.tx_frames += 1;
-                    pt.counters.tx_bytes += len as u64;
-                    self.pool.recycle(f);
-                }
+            if !self.transmit_delayed(now, o, tx) {
+                return;
             }
             // One data frame.
             let pt = &mut self.ports[o];

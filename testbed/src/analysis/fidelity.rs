@@ -216,7 +216,55 @@ pub const EXPECTED_DROP_REASONS: &[&str] = &["input_full", "output_full"];
 pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
     let mut warnings = Vec::new();
     let mut faithful = true;
-    // CPU saturation, per process or core.
+    let mut fail = |v: Vec<String>, warnings: &mut Vec<String>| {
+        faithful &= v.is_empty();
+        warnings.extend(v);
+    };
+    fail(cpu_saturation(run, th), &mut warnings);
+    fail(generator_shortfall(run, th), &mut warnings);
+    let ingress = ingress_share(run);
+    let bursts = ingress.is_some_and(|(s, _)| s > th.ingress_early_max);
+    if let Some((share, worst)) = ingress {
+        let line = format!(
+            "ingress bursts: {:.2} % of the frames reached the switches faster than their links \
+             could have delivered them (limit {:.1} %); most at {}: {} of {}, up to {} in a row",
+            share * 100.0,
+            th.ingress_early_max * 100.0,
+            worst.port,
+            worst.early,
+            worst.measured,
+            worst.longest_run
+        );
+        if bursts {
+            fail(vec![line], &mut warnings);
+        } else {
+            warnings.push(format!("note: {line}"));
+        }
+    }
+    if bursts {
+        fail(held_back_unexplained(run, th), &mut warnings);
+    }
+    fail(unexpected_drops(run, th), &mut warnings);
+    fail(pacing_error(run, th), &mut warnings);
+    // The window against the reaction points' loop.
+    let (a, b) = run.meta.window();
+    let mut rp_recoveries_in_window = None;
+    if let Some(r) = run.meta.rp_recovery_s.filter(|r| *r > 0.0) {
+        let (held, why) = rp_window_check(b - a, r, th.rp_recoveries_min);
+        rp_recoveries_in_window = Some(held);
+        fail(why.into_iter().collect(), &mut warnings);
+    }
+    Fidelity {
+        faithful,
+        warnings,
+        ingress_early_share: ingress.map(|(s, _)| s),
+        rp_recoveries_in_window,
+    }
+}
+
+/// CPU saturation, per process or core: one failure per name busy above the limit on average.
+fn cpu_saturation(run: &RunData, th: &FidelityThresholds) -> Vec<String> {
+    let mut out = Vec::new();
     let mut names: Vec<&str> = run.fidelity.cpu.iter().map(|c| c.0.as_str()).collect();
     names.sort_unstable();
     names.dedup();
@@ -234,22 +282,25 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
         }
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         if mean > th.cpu_busy_max {
-            faithful = false;
-            warnings.push(format!(
+            out.push(format!(
                 "CPU saturation: {name} busy {:.0} % on average (limit {:.0} %)",
                 mean * 100.0,
                 th.cpu_busy_max * 100.0
             ));
         }
     }
-    // Generator shortfall.
+    out
+}
+
+/// Generators that offered less than intended.
+fn generator_shortfall(run: &RunData, th: &FidelityThresholds) -> Vec<String> {
+    let mut out = Vec::new();
     for f in &run.flows {
         if let (Some(want), Some(got)) = (f.intended_bps, f.offered_bps) {
             if want > 0.0 {
                 let short = 1.0 - got / want;
                 if short > th.shortfall_max {
-                    faithful = false;
-                    warnings.push(format!(
+                    out.push(format!(
                         "generator shortfall: {} offered {} of the intended {} ({:.1} % short, limit {:.1} %)",
                         f.name,
                         fmt_bps(got),
@@ -261,54 +312,41 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
             }
         }
     }
-    // Ingress bursts.
-    let ingress = ingress_share(run);
-    let bursts = ingress.is_some_and(|(s, _)| s > th.ingress_early_max);
-    if let Some((share, worst)) = ingress {
-        let line = format!(
-            "ingress bursts: {:.2} % of the frames reached the switches faster than their links \
-             could have delivered them (limit {:.1} %); most at {}: {} of {}, up to {} in a row",
-            share * 100.0,
-            th.ingress_early_max * 100.0,
-            worst.port,
-            worst.early,
-            worst.measured,
-            worst.longest_run
-        );
-        if bursts {
-            faithful = false;
-            warnings.push(line);
-        } else {
-            warnings.push(format!("note: {line}"));
+    out
+}
+
+/// Generators held back by their reaction points, judged when the CNMs behind it are not
+/// explained (the caller asks only when ingress bursts are above their limit).
+fn held_back_unexplained(run: &RunData, th: &FidelityThresholds) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, owed) in &run.fidelity.held_back {
+        let got = run
+            .flows
+            .iter()
+            .find(|f| &f.name == name)
+            .and_then(|f| f.offered_bps);
+        let Some(got) = got.filter(|_| *owed > 0.0) else {
+            continue;
+        };
+        let short = 1.0 - got / owed;
+        if short > th.shortfall_max {
+            out.push(format!(
+                "generator shortfall: {name} was held back by its reaction point, but the \
+                 CNMs behind it are not explained (ingress bursts above the limit): offered \
+                 {} of {} ({:.1} % short, limit {:.1} %)",
+                fmt_bps(got),
+                fmt_bps(*owed),
+                short * 100.0,
+                th.shortfall_max * 100.0
+            ));
         }
     }
-    // Generators held back by their reaction points: excused only when the CNMs are explained.
-    if bursts {
-        for (name, owed) in &run.fidelity.held_back {
-            let got = run
-                .flows
-                .iter()
-                .find(|f| &f.name == name)
-                .and_then(|f| f.offered_bps);
-            let Some(got) = got.filter(|_| *owed > 0.0) else {
-                continue;
-            };
-            let short = 1.0 - got / owed;
-            if short > th.shortfall_max {
-                faithful = false;
-                warnings.push(format!(
-                    "generator shortfall: {name} was held back by its reaction point, but the \
-                     CNMs behind it are not explained (ingress bursts above the limit): offered \
-                     {} of {} ({:.1} % short, limit {:.1} %)",
-                    fmt_bps(got),
-                    fmt_bps(*owed),
-                    short * 100.0,
-                    th.shortfall_max * 100.0
-                ));
-            }
-        }
-    }
-    // Unexpected drops: reported by the runner, and trace drop events with other reasons.
+    out
+}
+
+/// Drops outside the congestion points: reported by the runner, and trace drop events with
+/// other reasons than [`EXPECTED_DROP_REASONS`].
+fn unexpected_drops(run: &RunData, th: &FidelityThresholds) -> Vec<String> {
     let mut unexpected: Vec<(String, u64)> = run
         .fidelity
         .unexpected_drops
@@ -328,45 +366,33 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
     }
     unexpected.extend(by_reason);
     let total: u64 = unexpected.iter().map(|d| d.1).sum();
-    if total > th.unexpected_drops_max {
-        faithful = false;
-        let list: Vec<String> = unexpected
-            .iter()
-            .map(|(w, n)| format!("{w}: {n}"))
-            .collect();
-        warnings.push(format!(
-            "unexpected drops outside the congestion points: {}",
-            list.join(", ")
-        ));
+    if total <= th.unexpected_drops_max {
+        return Vec::new();
     }
-    // Pacing error.
-    for (name, err) in &run.fidelity.pacing_error {
-        if *err > th.pacing_error_max {
-            faithful = false;
-            warnings.push(format!(
+    let list: Vec<String> = unexpected
+        .iter()
+        .map(|(w, n)| format!("{w}: {n}"))
+        .collect();
+    vec![format!(
+        "unexpected drops outside the congestion points: {}",
+        list.join(", ")
+    )]
+}
+
+/// Pacers whose inter-frame gaps were off by more than the limit on average.
+fn pacing_error(run: &RunData, th: &FidelityThresholds) -> Vec<String> {
+    run.fidelity
+        .pacing_error
+        .iter()
+        .filter(|(_, err)| *err > th.pacing_error_max)
+        .map(|(name, err)| {
+            format!(
                 "pacing error: {name} inter-frame gaps off by {:.1} % on average (limit {:.1} %)",
                 err * 100.0,
                 th.pacing_error_max * 100.0
-            ));
-        }
-    }
-    // The window against the reaction points' loop.
-    let (a, b) = run.meta.window();
-    let mut rp_recoveries_in_window = None;
-    if let Some(r) = run.meta.rp_recovery_s.filter(|r| *r > 0.0) {
-        let (held, why) = rp_window_check(b - a, r, th.rp_recoveries_min);
-        rp_recoveries_in_window = Some(held);
-        if let Some(why) = why {
-            faithful = false;
-            warnings.push(why);
-        }
-    }
-    Fidelity {
-        faithful,
-        warnings,
-        ingress_early_share: ingress.map(|(s, _)| s),
-        rp_recoveries_in_window,
-    }
+            )
+        })
+        .collect()
 }
 
 /// One metric of the twin comparison.
