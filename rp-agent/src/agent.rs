@@ -1413,8 +1413,8 @@ mod tests {
         assert_eq!(order, [2, 3, 2, 3, 2, 3, 2, 3, 2, 3]);
     }
 
-    #[test]
-    fn flow_table_bounded() {
+    /// An agent with room for two flows (idle after 1 s), holding a frame for PEER and PEER2.
+    fn two_flows_of_two() -> (Agent, Instant) {
         let c = AgentConfig {
             max_flows: 2,
             flow_idle_timeout: Duration::from_secs(1),
@@ -1424,6 +1424,12 @@ mod tests {
         let t = Instant::from_nanos(1);
         a.handle_host(t, &frame(PEER, 100)).unwrap();
         a.handle_host(t, &frame(PEER2, 100)).unwrap();
+        (a, t)
+    }
+
+    #[test]
+    fn flow_table_bounded() {
+        let (mut a, t) = two_flows_of_two();
         let third = EthernetAddress([2, 0, 0, 0, 0, 9]);
         assert_eq!(
             a.handle_host(t, &frame(third, 100)),
@@ -1442,15 +1448,7 @@ mod tests {
 
     #[test]
     fn a_replaced_flow_slot_is_not_taken_for_its_old_flow() {
-        let c = AgentConfig {
-            max_flows: 2,
-            flow_idle_timeout: Duration::from_secs(1),
-            ..cfg(Rate::from_gbps(1))
-        };
-        let mut a = Agent::new(c, Rng::new(1)).unwrap();
-        let t = Instant::from_nanos(1);
-        a.handle_host(t, &frame(PEER, 100)).unwrap();
-        a.handle_host(t, &frame(PEER2, 100)).unwrap();
+        let (mut a, t) = two_flows_of_two();
         send_all(&mut a, t);
         // 2 s later PEER's flow is idle with nothing queued: its slot goes to a third
         // destination, right after a frame of PEER2 (the last flow a frame came for).

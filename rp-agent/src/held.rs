@@ -157,15 +157,20 @@ mod tests {
         f
     }
 
-    #[test]
-    fn refused_frames_wait_in_order_and_leave_when_there_is_room() {
+    /// An agent on a 10 Mb/s line with a 10 000-octet queue.
+    fn small_agent() -> Agent {
         let cfg = AgentConfig {
             line_rate: Rate::from_mbps(10),
             queue_limit: Bytes::new(10_000),
             wire_overhead: false,
             ..AgentConfig::default()
         };
-        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        Agent::new(cfg, Rng::new(1)).unwrap()
+    }
+
+    #[test]
+    fn refused_frames_wait_in_order_and_leave_when_there_is_room() {
+        let mut agent = small_agent();
         let now = Instant::from_nanos(1_000);
         let mut held = HeldFrames::new();
         // Two 4000-octet frames take 8000 of the 10000-octet queue: the third does not fit
@@ -214,13 +219,7 @@ mod tests {
 
     #[test]
     fn a_frame_made_in_place_is_held_as_made_and_its_buffer_reused() {
-        let cfg = AgentConfig {
-            line_rate: Rate::from_mbps(10),
-            queue_limit: Bytes::new(10_000),
-            wire_overhead: false,
-            ..AgentConfig::default()
-        };
-        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        let mut agent = small_agent();
         let now = Instant::from_nanos(1_000);
         let mut held = HeldFrames::new();
         let make = |tag: u8, n: usize| {
