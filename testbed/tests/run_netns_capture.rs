@@ -68,10 +68,7 @@ fn netns_capture_all_writes_one_pcap_per_link() {
     let offset = i128::from(clock["realtime_offset_ns"].as_i64().unwrap());
     // The run's t = 0 in the captures' clock.
     let start_epoch = t0 + offset;
-    let pcaps: Vec<_> = testbed::run::files_under(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .collect();
+    let pcaps = common::pcaps_under(&dir);
     assert_eq!(pcaps.len(), graph.links.len(), "{pcaps:?}");
     for l in &graph.links {
         let p = testbed::run::capture::link_file(&dir, &l.name);

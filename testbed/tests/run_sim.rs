@@ -2,6 +2,7 @@
 //! shortened to 200 ms before the capacity step: the claims standard QCN makes there.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 use testbed::run::{run_scenario, Mode, RunOptions};
 use testbed::scenario;
 
@@ -106,10 +107,7 @@ fn sim_capture_all_writes_one_pcap_per_link() {
     opts.no_plots = true;
     opts.capture = Capture::All;
     run_scenario(&sc, &opts).unwrap();
-    let pcaps: Vec<_> = testbed::run::files_under(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .collect();
+    let pcaps = common::pcaps_under(&dir);
     assert_eq!(pcaps.len(), graph.links.len(), "{pcaps:?}");
     for l in &graph.links {
         let p = testbed::run::capture::link_file(&dir, &l.name);
@@ -129,10 +127,7 @@ fn sim_capture_all_writes_one_pcap_per_link() {
     let name = graph.links[0].name.clone();
     opts.capture = Capture::Links(vec![name.clone()]);
     run_scenario(&sc, &opts).unwrap();
-    let pcaps: Vec<_> = testbed::run::files_under(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
-        .collect();
+    let pcaps = common::pcaps_under(&dir);
     assert_eq!(pcaps, vec![testbed::run::capture::link_file(&dir, &name)]);
     let _ = std::fs::remove_dir_all(&dir);
     // An unknown link: refused, nothing created.
