@@ -307,6 +307,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     #[serde(default)]
     pub er_interval: Option<Duration>,
+    /// The ingress link-rate stage (default true): frames of a port with a rate reach the
+    /// bridge no faster than the port's link could have delivered them, at the instants the
+    /// link would have (kernel receive stamps); `false` hands every frame on as it is read.
+    #[arg(long, value_name = "true|false")]
+    #[serde(default)]
+    pub ingress_stage: Option<bool>,
     /// Static FDB entries (TOML only).
     #[arg(skip)]
     #[serde(default)]
@@ -370,7 +376,8 @@ impl RunArgs {
             cnm_priority,
             cp_mode,
             culprit,
-            er_interval
+            er_interval,
+            ingress_stage
         );
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);

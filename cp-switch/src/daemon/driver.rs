@@ -39,6 +39,7 @@ use super::cli::{self, RunArgs};
 use super::ctl::{self, Command, CtlServer};
 use super::ingress::IngressMeter;
 use super::metrics::MetricsServer;
+use super::stage::{self, LinkStage, STAGE_LIMIT};
 
 /// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
 const BATCH: usize = 64;
@@ -162,6 +163,8 @@ struct PortSlot<P> {
     io_closed: PortStats,
     /// Frames that arrived faster than the port's link could have delivered them.
     ingress: IngressMeter,
+    /// The ingress link-rate stage (`None`: turned off).
+    stage: Option<LinkStage>,
 }
 
 /// How often the reopening thread tries a down port again.
@@ -251,6 +254,9 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
     let mut dp =
         Dataplane::new(bridge, ports, reopener, clock, req_rx).with_line_overheads(overheads);
+    if args.ingress_stage.unwrap_or(true) {
+        dp = dp.with_ingress_stage(Arrivals::KernelStamps);
+    }
     if let Some(t) = trace {
         dp = dp.with_trace(t, args.trace_interval.unwrap_or(Duration::from_millis(1)));
     }
@@ -281,6 +287,21 @@ pub struct Dataplane<P: Port + Send + 'static, C: Clock> {
     /// Frames an interface refused for good during one `step` (port, octets), reported to the
     /// bridge after `poll_transmit` ([`Bridge::tx_refused`]).
     refused: Vec<(PortId, usize)>,
+    /// Where the ingress stage takes a frame's arrival time from.
+    arrivals: Arrivals,
+    /// The latest time handed to the bridge (it must never go back).
+    bridge_time: Instant,
+}
+
+/// Where the ingress link-rate stage ([`super::stage`]) takes a frame's arrival time from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// The kernel's receive stamp, mapped onto the loop's clock with the offset between that
+    /// clock and `CLOCK_REALTIME` sampled once per iteration (the daemon on real ports).
+    KernelStamps,
+    /// The time the loop read the frame (a clock the stamps are not on, as a test's warped
+    /// clock).
+    ReadTime,
 }
 
 impl<P: Port + Send + 'static, C: Clock> std::fmt::Debug for Dataplane<P, C> {
@@ -326,6 +347,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                     down_reason,
                     io_closed: PortStats::default(),
                     ingress: IngressMeter::new(rates.get(i).copied().flatten(), Overheads::FRAME),
+                    stage: None,
                 }
             })
             .collect();
@@ -340,7 +362,21 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             next_trace: now,
             queue_tracker: QueueTracker::default(),
             refused: Vec::new(),
+            arrivals: Arrivals::ReadTime,
+            bridge_time: now,
         }
+    }
+
+    /// Turns on the ingress link-rate stage ([`super::stage`]) of every port, each frame
+    /// arriving at the time `arrivals` says. Call after [`Dataplane::with_line_overheads`].
+    pub fn with_ingress_stage(mut self, arrivals: Arrivals) -> Self {
+        let rates: Vec<_> = self.bridge.stats().ports.iter().map(|p| p.rate).collect();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            let rate = rates.get(i).copied().flatten().filter(|r| r.bps() > 0);
+            s.stage = Some(LinkStage::new(rate, s.ingress.overheads(), STAGE_LIMIT));
+        }
+        self.arrivals = arrivals;
+        self
     }
 
     /// What a frame costs on the ports' lines (the bridge's `shaper` settings), for the
@@ -348,6 +384,9 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
     pub fn with_line_overheads(mut self, overheads: Overheads) -> Self {
         for s in &mut self.slots {
             s.ingress.set_overheads(overheads);
+            if let Some(st) = &mut s.stage {
+                st.set_overheads(overheads);
+            }
         }
         self
     }
@@ -375,6 +414,14 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             if let Some(t) = self.bridge.poll_timeout() {
                 deadline = deadline.min(t);
             }
+            // The earliest frame an ingress stage holds.
+            for t in self
+                .slots
+                .iter()
+                .filter_map(|s| s.stage.as_ref()?.next_due())
+            {
+                deadline = deadline.min(t);
+            }
             if self.trace.is_some() {
                 deadline = deadline.min(self.next_trace);
             }
@@ -394,14 +441,45 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
     }
 
     /// One iteration without the sleep; true when a port had more to give or take.
+    ///
+    /// Ports with an ingress stage are read first and their due frames handed to the bridge
+    /// in delivery order, each after the departures due before it; then the other ports are
+    /// read and their frames handed at `now`; then the bridge transmits what is due at `now`.
     fn step(&mut self, gone: &mut Vec<(usize, String)>) -> bool {
         let now = self.clock.now();
+        let offset = match self.arrivals {
+            Arrivals::KernelStamps => Some(stage::realtime_offset(now, realtime_ns())),
+            Arrivals::ReadTime => None,
+        };
         let mut busy = false;
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            let (Some(port), Some(stage)) = (slot.port.as_mut(), slot.stage.as_mut()) else {
+                continue;
+            };
+            if !stage.active() {
+                continue;
+            }
+            let meter = &mut slot.ingress;
+            let mut rx = |f: &[u8], t: Option<u64>| {
+                meter.record(t, f.len());
+                // A full stage drops the frame and counts it (`ingress.stage.overflow_drops`).
+                let _ = stage.admit(stage::arrival(t, offset, now), now, f);
+            };
+            match port.recv_batch_stamped(BATCH, &mut rx) {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => gone.push((i, e.to_string())),
+                Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
+            }
+        }
+        self.release_staged(now, gone, &mut busy);
         let bridge = &mut self.bridge;
         for (i, slot) in self.slots.iter_mut().enumerate() {
             let Some(port) = slot.port.as_mut() else {
                 continue;
             };
+            if slot.stage.as_ref().is_some_and(LinkStage::active) {
+                continue;
+            }
             let pid = PortId(i as u16);
             let meter = &mut slot.ingress;
             let mut rx = |f: &[u8], t: Option<u64>| {
@@ -414,41 +492,15 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
             }
         }
-        let now = self.clock.now();
-        let slots = &mut self.slots;
-        let refused = &mut self.refused;
-        // The socket copies the frame into its ring: the bridge keeps its buffer.
-        bridge.poll_transmit_buf(now, &mut |pid, frame| {
-            let Some(slot) = slots.get_mut(pid.index()) else {
-                return false;
-            };
-            let Some(port) = slot.port.as_mut() else {
-                return false;
-            };
-            match port.send(frame) {
-                Ok(true) => true,
-                Ok(false) => {
-                    busy = true;
-                    false
-                }
-                Err(e) if e.is_link_gone() => {
-                    gone.push((pid.index(), e.to_string()));
-                    false
-                }
-                Err(e) => {
-                    tracing::debug!(port = %slot.name, "send: {e}");
-                    // The frame cannot be sent by this port at all (longer than its MTU, ...):
-                    // drop it rather than wedging the queue; the port counts it
-                    // (`io.tx_oversize`, `io.tx_errors` in `stats`) and the bridge takes it
-                    // back out of its transmit counters (a `tx_refused` drop).
-                    refused.push((pid, frame.len()));
-                    true
-                }
-            }
-        });
-        for (pid, len) in refused.drain(..) {
-            bridge.tx_refused(now, pid, len);
-        }
+        let now = self.clock.now().max(self.bridge_time);
+        self.bridge_time = now;
+        busy |= transmit(
+            &mut self.bridge,
+            &mut self.slots,
+            &mut self.refused,
+            now,
+            gone,
+        );
         for (i, slot) in self.slots.iter_mut().enumerate() {
             if let Some(port) = slot.port.as_mut() {
                 if let Err(e) = port.flush() {
@@ -500,12 +552,53 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         busy
     }
 
+    /// Hands the frames the ingress stages hold that are due at `now` to the bridge, all
+    /// ports merged in delivery order; before each, the bridge transmits what is due up to
+    /// the frame's delivery, so arrivals and departures interleave as they would have on the
+    /// links however late this loop ran. The bridge's time never goes back.
+    fn release_staged(&mut self, now: Instant, gone: &mut Vec<(usize, String)>, busy: &mut bool) {
+        loop {
+            let next = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| Some((s.stage.as_ref()?.next_due()?, i)))
+                .min();
+            let Some((due, i)) = next.filter(|(due, _)| *due <= now) else {
+                return;
+            };
+            let t = due.max(self.bridge_time);
+            if self.bridge.poll_timeout().is_some_and(|d| d <= t) {
+                *busy |= transmit(
+                    &mut self.bridge,
+                    &mut self.slots,
+                    &mut self.refused,
+                    t,
+                    gone,
+                );
+            }
+            let Some(stage) = self.slots[i].stage.as_mut() else {
+                return;
+            };
+            let Some((_, mut frame)) = stage.pop_due(now) else {
+                return;
+            };
+            self.bridge
+                .handle_frame_buf(t, PortId(i as u16), &mut frame);
+            stage.recycle(frame);
+            self.bridge_time = t;
+        }
+    }
+
     fn port_gone(&mut self, i: usize, now: Instant, why: String) {
         let slot = &mut self.slots[i];
         if let Some(mut port) = slot.port.take() {
             tracing::warn!(port = %slot.name, "port down: {why}");
             slot.io_closed.accumulate(&port.counters());
             slot.ingress.restart();
+            if let Some(st) = &mut slot.stage {
+                st.port_down();
+            }
             self.bridge.set_port_up(now, PortId(i as u16), false);
             slot.down_reason = Some(why);
             self.reopener.close(port);
@@ -546,6 +639,61 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
     }
 }
 
+/// Lets the bridge transmit what is due at `now` on the open ports; true when a port had no
+/// room for a frame (the loop should come back at once). A port whose link is gone is pushed
+/// on `gone`; a frame a port refuses for good is recorded in `refused` and reported to the
+/// bridge.
+fn transmit<P: Port>(
+    bridge: &mut Bridge,
+    slots: &mut [PortSlot<P>],
+    refused: &mut Vec<(PortId, usize)>,
+    now: Instant,
+    gone: &mut Vec<(usize, String)>,
+) -> bool {
+    let mut busy = false;
+    // The socket copies the frame into its ring: the bridge keeps its buffer.
+    bridge.poll_transmit_buf(now, &mut |pid, frame| {
+        let Some(slot) = slots.get_mut(pid.index()) else {
+            return false;
+        };
+        let Some(port) = slot.port.as_mut() else {
+            return false;
+        };
+        match port.send(frame) {
+            Ok(true) => true,
+            Ok(false) => {
+                busy = true;
+                false
+            }
+            Err(e) if e.is_link_gone() => {
+                gone.push((pid.index(), e.to_string()));
+                false
+            }
+            Err(e) => {
+                tracing::debug!(port = %slot.name, "send: {e}");
+                // The frame cannot be sent by this port at all (longer than its MTU, ...):
+                // drop it rather than wedging the queue; the port counts it
+                // (`io.tx_oversize`, `io.tx_errors` in `stats`) and the bridge takes it
+                // back out of its transmit counters (a `tx_refused` drop).
+                refused.push((pid, frame.len()));
+                true
+            }
+        }
+    });
+    for (pid, len) in refused.drain(..) {
+        bridge.tx_refused(now, pid, len);
+    }
+    busy
+}
+
+/// Now on `CLOCK_REALTIME`, in nanoseconds since the Unix epoch (the clock of the kernel's
+/// receive stamps; 0 if the clock is before the epoch).
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
     let mut v = serde_json::to_value(bridge.stats()).unwrap_or(Value::Null);
     if let Some(ports) = v["ports"].as_array_mut() {
@@ -564,6 +712,12 @@ fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
             let ing = slot.ingress.stats();
             p["ingress"] = serde_json::to_value(ing).unwrap_or(Value::Null);
             p["ingress"]["early_share"] = json!(ing.early_share());
+            // What the ingress link-rate stage held back (null: the stage is off).
+            p["ingress"]["stage"] = slot
+                .stage
+                .as_ref()
+                .and_then(|st| serde_json::to_value(st.stats()).ok())
+                .unwrap_or(Value::Null);
         }
     }
     v
@@ -601,6 +755,9 @@ fn handle_command<P: Port>(
                 (slots.get_mut(p.index()), rate.is_some_and(|r| r.bps() == 0))
             {
                 slot.ingress.set_rate(*rate);
+                if let Some(st) = &mut slot.stage {
+                    st.set_rate(now, *rate);
+                }
             }
             Ok(json!({"port": port, "rate": rate}))
         }

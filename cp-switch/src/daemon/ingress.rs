@@ -115,6 +115,11 @@ impl IngressMeter {
         self.overheads = overheads;
     }
 
+    /// What frames cost on the line.
+    pub fn overheads(&self) -> Overheads {
+        self.overheads
+    }
+
     /// The port went away or came back: the next frame has no predecessor.
     pub fn restart(&mut self) {
         self.last = None;

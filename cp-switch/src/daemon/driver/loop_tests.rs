@@ -48,10 +48,20 @@ impl Lab {
         Self::start_with_term(ports, clock, Arc::new(AtomicBool::new(false)))
     }
 
+    /// As [`Lab::start`], with the ingress link-rate stage on, frames arriving when the loop
+    /// reads them (the pipes' stamps are not on the warped clock).
+    fn start_staged(ports: &[&str], clock: WarpClock) -> Lab {
+        Self::start_with(ports, clock, Arc::new(AtomicBool::new(false)), true)
+    }
+
     /// Ports given without `cnd=` face CN-aware stations that do not speak LLDP
     /// (`interior-ready`): these tests are about the loop, and an `auto` port's LLDPDUs would
     /// be extra frames on every pipe (the test of `auto` ports asks for them explicitly).
     fn start_with_term(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>) -> Lab {
+        Self::start_with(ports, clock, term, false)
+    }
+
+    fn start_with(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>, staged: bool) -> Lab {
         let args = RunArgs {
             ports: ports
                 .iter()
@@ -92,6 +102,9 @@ impl Lab {
         let (c, t) = (clock.clone(), term.clone());
         let thread = std::thread::spawn(move || {
             let mut dp = Dataplane::new(bridge, ends, reopener, c, req_rx);
+            if staged {
+                dp = dp.with_ingress_stage(Arrivals::ReadTime);
+            }
             let r = dp.run(&t);
             dp.finish();
             r
@@ -227,6 +240,70 @@ fn ingress_frames_faster_than_the_link_are_counted() {
     assert_eq!(p["ingress"]["early"], 3, "{p}");
     assert_eq!(p["ingress"]["longest_run"], 2, "{p}");
     assert_eq!(p["ingress"]["early_share"], 0.5, "{p}");
+    lab.stop();
+}
+
+#[test]
+fn the_ingress_stage_spaces_a_burst_by_the_wire_time() {
+    let clock = WarpClock::stopped(T0);
+    let mut lab = Lab::start_staged(&["p1,rate=1gbit", "p2"], clock.clone());
+    // Four 1000-octet frames reach p1 at once (the clock stands still): its 1 Gb/s link
+    // delivers them 8 µs apart (frame octets only, the daemon's default line), at T0, T0 + 8,
+    // + 16 and + 24 µs. p2 is unshaped: each leaves as soon as the bridge has it.
+    for tag in 1..=4 {
+        assert!(lab.host(0).send(&frame(2, 1, 1000, tag)).unwrap());
+    }
+    assert_eq!(recv_one(lab.host(1))[14], 1);
+    for (k, tag) in (2..=4u8).enumerate() {
+        let due = T0 + Duration::from_micros(8 * (k as u64 + 1));
+        let_loop_sleep(&clock, 5);
+        assert_eq!(
+            lab.host(1).pending(),
+            0,
+            "frame {tag} passed the stage early"
+        );
+        assert_eq!(
+            clock.last_deadline(),
+            Some(due),
+            "the loop sleeps until the stage's next delivery"
+        );
+        clock.advance(Duration::from_nanos(7_999));
+        let_loop_sleep(&clock, 5);
+        assert_eq!(
+            lab.host(1).pending(),
+            0,
+            "frame {tag} passed the stage early"
+        );
+        clock.advance(Duration::from_nanos(1));
+        assert_eq!(recv_one(lab.host(1))[14], tag);
+    }
+    let p = lab.until_port(0, |p| p["rx_frames"] == 4);
+    let st = &p["ingress"]["stage"];
+    assert_eq!(st["staged"], 4, "{p}");
+    assert_eq!(st["held"], 3, "{p}");
+    assert_eq!(st["delay_total_ns"], 48_000, "{p}");
+    assert_eq!(st["delay_max_ns"], 24_000, "{p}");
+    assert_eq!(st["overflow_drops"], 0, "{p}");
+    assert_eq!(st["queued_bytes"], 0, "{p}");
+    // The unshaped port has a stage that passes its frames straight on.
+    let v = lab.ctl("stats");
+    assert_eq!(v["ports"][1]["ingress"]["stage"]["staged"], 0);
+    lab.stop();
+}
+
+#[test]
+fn without_the_stage_a_burst_reaches_the_bridge_at_once() {
+    let mut lab = Lab::start(&["p1,rate=1gbit", "p2"], WarpClock::stopped(T0));
+    for tag in 1..=4 {
+        assert!(lab.host(0).send(&frame(2, 1, 1000, tag)).unwrap());
+    }
+    for tag in 1..=4 {
+        assert_eq!(recv_one(lab.host(1))[14], tag);
+    }
+    assert_eq!(
+        lab.ctl("stats")["ports"][0]["ingress"]["stage"],
+        Value::Null
+    );
     lab.stop();
 }
 
