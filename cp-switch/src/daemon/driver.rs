@@ -1,12 +1,18 @@
 //! The daemon's dataplane loop: ports ⇄ the sans-IO [`Bridge`].
 //!
-//! One thread, run to completion (ARCHITECTURE.md rule 7): receive a batch from every port
-//! (frames go straight from the receive ring into the bridge), read the clock, let the bridge
-//! transmit what is due, flush every port once, record trace events, answer control requests,
-//! then sleep until a port is readable or the bridge's next departure
-//! ([`Bridge::poll_timeout`]), with nanosecond precision. Each received frame's kernel receive
-//! time feeds its port's ingress burst measure ([`super::ingress`], `stats` →
-//! `ports[].ingress`); the bridge itself still sees one `now` per batch.
+//! One thread, run to completion (ARCHITECTURE.md rule 7): receive a batch from every port,
+//! read the clock, let the bridge transmit what is due, flush every port once, record trace
+//! events, answer control requests, then sleep until a port is readable, the bridge's next
+//! departure ([`Bridge::poll_timeout`]) or the next delivery of an ingress stage, with
+//! nanosecond precision. Each received frame's kernel receive time feeds its port's ingress
+//! burst measure ([`super::ingress`], `stats` → `ports[].ingress`).
+//!
+//! With the ingress link-rate stage on ([`Dataplane::with_ingress_stage`], the daemon's
+//! default; [`super::stage`]), the frames of a port with a rate are copied into its stage and
+//! reach the bridge at the instants the port's link would have delivered them: the due frames
+//! of all ports in delivery order, each after the departures due before it, the bridge's time
+//! never going back. Frames of a port without a rate (or with the stage off) go straight from
+//! the receive ring into the bridge at the batch's `now`.
 //!
 //! The loop ([`Dataplane`]) is generic over the [`Port`] and the [`Clock`]: [`run`] gives it
 //! AF_PACKET ports and the monotonic clock; the tests below give it in-memory pipes and a

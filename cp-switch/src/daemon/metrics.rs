@@ -17,6 +17,8 @@
 //! | `cpswitch_port_drops_total` | counter | `port`, `reason` (the `drop_reasons` keys) |
 //! | `cpswitch_port_ingress_{measured,early}_frames_total` (the daemon's ingress burst measure) | counter | `port` |
 //! | `cpswitch_port_ingress_longest_burst_frames` | gauge | `port` |
+//! | `cpswitch_port_ingress_stage_{staged,held}_frames_total`, `_drops_total` (the ingress link-rate stage, when on) | counter | `port` (`_drops_total` also `reason`: `overflow`, `down`) |
+//! | `cpswitch_port_ingress_stage_delay_{mean,max}_seconds`, `_queued_bytes` | gauge | `port` |
 //! | `cpswitch_port_up`, `_rate_bytes_per_second`, `_delay_seconds`, `_in_flight_bytes` | gauge | `port` |
 //! | `cpswitch_port_pause_asserted`, `_paused_by_peer`, `_pause_storm`, `_neighbour_cn_ready` | gauge (0/1) | `port`, `priority` |
 //! | `cpswitch_queue_bytes`, `_capacity_bytes`, `_frames`, `_peak_bytes` | gauge | `port`, `priority`, `kind` |
@@ -433,6 +435,54 @@ fn port_ingress(e: &mut Exposition, ing: &Map<String, Value>, l: &[(&str, &str)]
         l,
         count("longest_run") as f64,
     );
+    if let Some(st) = ing.get("stage").and_then(Value::as_object) {
+        port_stage(e, st, l);
+    }
+}
+
+/// The ingress link-rate stage of a port (`ports[].ingress.stage`, absent when it is off).
+fn port_stage(e: &mut Exposition, st: &Map<String, Value>, l: &[(&str, &str)]) {
+    let count = |k: &str| st.get(k).and_then(Value::as_u64).unwrap_or(0);
+    e.counter(
+        "cpswitch_port_ingress_stage_staged_frames_total",
+        "Received frames that went through the ingress link-rate stage.",
+        l,
+        count("staged"),
+    );
+    e.counter(
+        "cpswitch_port_ingress_stage_held_frames_total",
+        "Frames the ingress link-rate stage held back until their link would have delivered them.",
+        l,
+        count("held"),
+    );
+    e.gauge(
+        "cpswitch_port_ingress_stage_delay_mean_seconds",
+        "Mean delay the ingress link-rate stage added to a frame's arrival.",
+        l,
+        count("delay_total_ns") as f64 / count("staged").max(1) as f64 / 1e9,
+    );
+    e.gauge(
+        "cpswitch_port_ingress_stage_delay_max_seconds",
+        "Largest delay the ingress link-rate stage added to a frame's arrival.",
+        l,
+        count("delay_max_ns") as f64 / 1e9,
+    );
+    for (reason, key) in [("overflow", "overflow_drops"), ("down", "down_drops")] {
+        let mut labels = l.to_vec();
+        labels.push(("reason", reason));
+        e.counter(
+            "cpswitch_port_ingress_stage_drops_total",
+            "Frames the ingress link-rate stage dropped: full (overflow) or port down (down).",
+            &labels,
+            count(key),
+        );
+    }
+    e.gauge(
+        "cpswitch_port_ingress_stage_queued_bytes",
+        "Octets the ingress link-rate stage holds.",
+        l,
+        count("queued_bytes") as f64,
+    );
 }
 
 /// The per-priority bitmasks of a port, one 0/1 series per priority each.
@@ -592,7 +642,11 @@ mod tests {
                        "delay": "25us", "pause_asserted": 8, "in_flight_bytes": 1500,
                        "drop_reasons": {"input_full": 2, "no_route": 0},
                        "ingress": {"measured": 9, "early": 4, "longest_run": 3, "unstamped": 0,
-                                   "early_share": 0.44}}],
+                                   "early_share": 0.44,
+                                   "stage": {"staged": 9, "held": 4, "delay_total_ns": 22500000,
+                                             "delay_max_ns": 250000, "overflow_drops": 2,
+                                             "down_drops": 0, "queued_bytes": 3000,
+                                             "queued_max_bytes": 9000}}}],
             "queues": [{"port": "p1", "priority": 3, "kind": "output", "bytes": 10,
                         "max_bytes": 150000, "drops": 2, "frames": 1, "peak_bytes": 9000,
                         "enqueued": 7}]
@@ -611,6 +665,18 @@ mod tests {
         assert!(text.contains("cpswitch_port_ingress_measured_frames_total{port=\"p1\"} 9\n"));
         assert!(text.contains("cpswitch_port_ingress_early_frames_total{port=\"p1\"} 4\n"));
         assert!(text.contains("cpswitch_port_ingress_longest_burst_frames{port=\"p1\"} 3\n"));
+        assert!(text.contains("cpswitch_port_ingress_stage_held_frames_total{port=\"p1\"} 4\n"));
+        assert!(
+            text.contains("cpswitch_port_ingress_stage_delay_mean_seconds{port=\"p1\"} 0.0025\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cpswitch_port_ingress_stage_delay_max_seconds{port=\"p1\"} 0.00025\n")
+        );
+        assert!(text.contains(
+            "cpswitch_port_ingress_stage_drops_total{port=\"p1\",reason=\"overflow\"} 2\n"
+        ));
+        assert!(text.contains("cpswitch_port_ingress_stage_queued_bytes{port=\"p1\"} 3000\n"));
         assert!(text.contains("cpswitch_port_drops_total{port=\"p1\",reason=\"input_full\"} 2\n"));
         assert!(text.contains("# TYPE cpswitch_port_pause_asserted gauge\n"));
         assert!(text.contains("cpswitch_port_pause_asserted{port=\"p1\",priority=\"3\"} 1\n"));

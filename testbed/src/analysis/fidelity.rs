@@ -241,6 +241,9 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
             warnings.push(format!("note: {line}"));
         }
     }
+    if let Some(line) = stage_note(run) {
+        warnings.push(line);
+    }
     if bursts {
         fail(held_back_unexplained(run, th), &mut warnings);
     }
@@ -260,6 +263,36 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
         ingress_early_share: ingress.map(|(s, _)| s),
         rp_recoveries_in_window,
     }
+}
+
+/// What the switches' ingress link-rate stages did, pooled over the ports that have one: a
+/// note (the stage corrects the bursts the ingress measure counts, it does not judge the run).
+pub fn stage_note(run: &RunData) -> Option<String> {
+    let stages: Vec<_> = run
+        .fidelity
+        .ingress
+        .iter()
+        .filter_map(|p| Some((p, p.stage.as_ref()?)))
+        .collect();
+    let staged: u64 = stages.iter().map(|(_, s)| s.staged).sum();
+    if staged == 0 {
+        return None;
+    }
+    let held: u64 = stages.iter().map(|(_, s)| s.held).sum();
+    let total: u64 = stages.iter().map(|(_, s)| s.delay_total_ns).sum();
+    let drops: u64 = stages.iter().map(|(_, s)| s.drops).sum();
+    let (worst, max) = stages
+        .iter()
+        .map(|(p, s)| (p.port.as_str(), s.delay_max_ns))
+        .max_by_key(|x| x.1)
+        .unwrap_or(("?", 0));
+    Some(format!(
+        "note: ingress stage: {held} of {staged} frames ({:.2} %) held back to their links' \
+         rate, mean delay {:.1} µs, max {:.1} µs (at {worst}), {drops} dropped",
+        held as f64 * 100.0 / staged as f64,
+        total as f64 / staged as f64 / 1e3,
+        max as f64 / 1e3,
+    ))
 }
 
 /// CPU saturation, per process or core: one failure per name busy above the limit on average.
@@ -510,7 +543,7 @@ pub fn fmt_bps(bps: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::model::{FlowSeries, IngressBurst, RunMeta};
+    use crate::analysis::model::{FlowSeries, IngressBurst, IngressStage, RunMeta};
 
     #[test]
     fn clean_run_is_faithful() {
@@ -544,6 +577,7 @@ mod tests {
             measured,
             early,
             longest_run: early.min(7),
+            stage: None,
         }
     }
 
@@ -591,6 +625,39 @@ mod tests {
         let mut run = held_back_run(0);
         run.fidelity.ingress.clear();
         assert_eq!(check(&run, &th).ingress_early_share, None);
+    }
+
+    #[test]
+    fn the_ingress_stage_is_reported_as_a_note() {
+        let th = FidelityThresholds::default();
+        let mut run = held_back_run(40);
+        // sw0 h0: 1000 frames, 250 held, 6 ms of delay in all, at most 80 µs; sw0 h1: 3000
+        // frames, none held, one dropped. Pooled: 250 of 4000 (6.25 %), mean 6 ms / 4000 =
+        // 1.5 µs.
+        run.fidelity.ingress[0].stage = Some(IngressStage {
+            staged: 1000,
+            held: 250,
+            delay_total_ns: 6_000_000,
+            delay_max_ns: 80_000,
+            drops: 0,
+        });
+        run.fidelity.ingress[1].stage = Some(IngressStage {
+            staged: 3000,
+            drops: 1,
+            ..IngressStage::default()
+        });
+        let v = check(&run, &th);
+        assert!(v.faithful, "{:?}", v.warnings);
+        assert_eq!(v.warnings.len(), 2, "{:?}", v.warnings);
+        assert_eq!(
+            v.warnings[1],
+            "note: ingress stage: 250 of 4000 frames (6.25 %) held back to their links' rate, \
+             mean delay 1.5 µs, max 80.0 µs (at sw0 h0), 1 dropped"
+        );
+        // No stage (off, or an older switch): no note.
+        run.fidelity.ingress[0].stage = None;
+        run.fidelity.ingress[1].stage = None;
+        assert_eq!(stage_note(&run), None);
     }
 
     #[test]

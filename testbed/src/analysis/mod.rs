@@ -52,7 +52,7 @@ pub mod trace;
 pub mod twin;
 
 pub use model::{
-    Bottleneck, Event, FidelityInputs, FlowSeries, IngressBurst, LinkSpec, Marker, QueueSeries,
-    RunData, RunMeta,
+    Bottleneck, Event, FidelityInputs, FlowSeries, IngressBurst, IngressStage, LinkSpec, Marker,
+    QueueSeries, RunData, RunMeta,
 };
 pub use summary::{analyze, Analysis, AnalysisOptions, Summary};

@@ -644,6 +644,25 @@ pub struct IngressBurst {
     pub early: u64,
     /// Longest run of consecutive early frames.
     pub longest_run: u64,
+    /// What the switch's ingress link-rate stage did on this port (`None`: the stage is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<IngressStage>,
+}
+
+/// One switch port's ingress link-rate stage (cp-switch `stats` → `ports[].ingress.stage`):
+/// the frames it held until their link would have delivered them, and for how long.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IngressStage {
+    /// Frames through the stage.
+    pub staged: u64,
+    /// Of those, frames held back.
+    pub held: u64,
+    /// Sum of the delays the stage added to the frames' arrivals (ns).
+    pub delay_total_ns: u64,
+    /// Largest such delay (ns).
+    pub delay_max_ns: u64,
+    /// Frames the stage dropped (full, or its port went down).
+    pub drops: u64,
 }
 
 /// Everything known about one run.

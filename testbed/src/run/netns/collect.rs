@@ -24,7 +24,7 @@ use super::super::world::Scaling;
 use super::daemons::SinkProc;
 use super::endpoints::{ClientProc, GenProc};
 use crate::analysis::trace::{read_trace_file, TraceOptions};
-use crate::analysis::{IngressBurst, RunData};
+use crate::analysis::{IngressBurst, IngressStage, RunData};
 use crate::run::{incast, iperf};
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
@@ -294,11 +294,31 @@ fn collect_ingress(run: &mut RunData, stats: &BTreeMap<String, Value>) {
             if count("measured") == 0 {
                 continue;
             }
+            let port = format!("{sw} {}", p["name"].as_str().unwrap_or("?"));
+            let st = &ing["stage"];
+            let stage = st.is_object().then(|| {
+                let n = |k: &str| st[k].as_u64().unwrap_or(0);
+                IngressStage {
+                    staged: n("staged"),
+                    held: n("held"),
+                    delay_total_ns: n("delay_total_ns"),
+                    delay_max_ns: n("delay_max_ns"),
+                    drops: n("overflow_drops") + n("down_drops"),
+                }
+            });
+            // Frames the stage dropped never reached the bridge: drops outside the
+            // congestion points' queues.
+            if let Some(d) = stage.as_ref().map(|s| s.drops).filter(|d| *d > 0) {
+                run.fidelity
+                    .unexpected_drops
+                    .push((format!("{port} ingress stage"), d));
+            }
             run.fidelity.ingress.push(IngressBurst {
-                port: format!("{sw} {}", p["name"].as_str().unwrap_or("?")),
+                port,
                 measured: count("measured"),
                 early: count("early"),
                 longest_run: count("longest_run"),
+                stage,
             });
         }
     }
