@@ -339,6 +339,7 @@ impl<X: SimNode> SimBuilder<X> {
                     line: LineClock::new(spec.rate, Overheads::ETHERNET, Duration::ZERO),
                     delay: spec.delay,
                     paced: matches!(self.nodes[from].1, Pending::Switch(_)),
+                    last_frame_time: (Rate::ZERO, usize::MAX, Duration::ZERO),
                     tx_end: Instant::ZERO,
                     head_seq: 0,
                     inflight: VecDeque::new(),
@@ -556,6 +557,10 @@ struct Dir {
     delay: Duration,
     /// The sender paces itself (a bridge's shaper): never refuse a frame.
     paced: bool,
+    /// The serialisation time of the last paced frame: `(rate, length, time)`. Frames of a
+    /// flow have one length, so the division behind [`LineClock::frame_time`] is done once
+    /// per length and rate, not once per frame.
+    last_frame_time: (Rate, usize, Duration),
     /// When the last frame put on the link is fully serialised.
     tx_end: Instant,
     /// Sequence number of the one valid delivery event of the head frame (older ones are
@@ -569,6 +574,19 @@ struct Dir {
 }
 
 impl Dir {
+    /// [`LineClock::frame_time`] of a frame of `len` octets at the current rate.
+    #[inline]
+    fn frame_time(&mut self, len: usize) -> Duration {
+        let rate = self.line.rate();
+        let (r, l, t) = self.last_frame_time;
+        if r == rate && l == len {
+            return t;
+        }
+        let t = self.line.frame_time(len);
+        self.last_frame_time = (rate, len, t);
+        t
+    }
+
     fn accrue(&mut self, now: Instant) {
         let dt = now.saturating_since(self.cap_since).as_nanos();
         self.stats.capacity_bits +=
@@ -1113,7 +1131,7 @@ impl<X: SimNode> Sim<X> {
             let wire = dir.line.wire_bytes(frame.len()).get();
             dir.tx_end = if dir.paced {
                 // The bridge's shaper paced it: the link adds its serialisation latency.
-                now + dir.line.frame_time(frame.len())
+                now + dir.frame_time(frame.len())
             } else {
                 if !dir.line.may_start(now) {
                     let free = dir.line.next_free();
