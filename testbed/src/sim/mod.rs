@@ -12,7 +12,7 @@
 //! * **Clock and events.** Virtual time is a [`cnm_proto::Instant`] starting at 0. Events are
 //!   ordered by `(time, insertion sequence)`: ties break in the order the events were
 //!   scheduled, so a run is a pure function of its topology and seed. Future events sit in a
-//!   binary heap; events scheduled for the instant being processed (a host polled for the
+//!   small four-ary heap of packed `(time, sequence)` keys; events scheduled for the instant being processed (a host polled for the
 //!   frame that just reached it) go to a FIFO beside it, which gives the same order at less
 //!   cost (`queue`, with the argument).
 //! * **Nodes** are a plain enum: switches ([`cp_switch::Bridge`]) and hosts
@@ -65,7 +65,8 @@
 //! frame copies every hop makes (the cores take and hand out borrowed frames, so a frame is
 //! copied into the agent's flow queue, tagged into its transmit buffer, onto the link, into
 //! the bridge's queue, onto the next link and into the receiving agent's host queue), the
-//! bridge's transmit and deadline scans, the event heap, and the agent's classification.
+//! bridge's transmit and deadline scans, the event heap (one sift per event: a pop leaves its
+//! slot to the push that follows it), and the agent's classification.
 //! The agent's per-poll work visits its occupied flow slots only, not its whole table.
 //!
 //! # Modules
