@@ -208,6 +208,11 @@ pub struct SwitchSpec {
     /// otherwise frames to a silent receiver are flooded to every host.
     #[serde(default = "yes")]
     pub static_fdb: bool,
+    /// Namespace runs: the switch daemon's ingress link-rate stage (frames reach the bridge no
+    /// faster than their link could have delivered them). Default true; the simulator's links
+    /// are exact and have no use for it.
+    #[serde(default = "yes")]
+    pub ingress_stage: bool,
     /// Bridge settings (kept as a table; parsed into `BridgeConfig` at build).
     #[serde(default)]
     pub bridge: Option<toml::Table>,

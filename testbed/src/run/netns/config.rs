@@ -194,6 +194,8 @@ pub fn switch_config(
         .max(Duration::from_millis(1));
     top.insert("trace_interval".into(), s(ti));
     top.insert("seed".into(), toml::Value::Integer(seed as i64 & i64::MAX));
+    let stage = sc.topo.switch.get(sw).map_or(true, |x| x.ingress_stage);
+    top.insert("ingress_stage".into(), toml::Value::Boolean(stage));
     let mut ports = Vec::new();
     for (li, l) in graph.links.iter().enumerate() {
         let link = &sc.topo.link[li];
@@ -297,4 +299,36 @@ pub fn agent_config_at(
         }
     }
     agent_config(&now, host, line_rate, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The switch's `ingress_stage` in its daemon configuration: on unless the scenario says.
+    fn stage_of(sets: &[String]) -> Option<bool> {
+        let sc = crate::scenario::load("dumbbell", sets).unwrap();
+        let graph = sc.topo.graph();
+        let text = switch_config(
+            &sc,
+            &graph,
+            "sw0",
+            Scaling::ONE,
+            Path::new("sw0.ctl"),
+            Path::new("trace-sw0.jsonl"),
+            1,
+        )
+        .unwrap();
+        let t: toml::Table = toml::from_str(&text).unwrap();
+        t.get("ingress_stage").and_then(toml::Value::as_bool)
+    }
+
+    #[test]
+    fn the_ingress_stage_is_on_unless_the_scenario_turns_it_off() {
+        assert_eq!(stage_of(&[]), Some(true));
+        assert_eq!(
+            stage_of(&["switch.sw0.ingress_stage=false".to_string()]),
+            Some(false)
+        );
+    }
 }
