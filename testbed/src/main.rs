@@ -3,7 +3,7 @@
 //! ```text
 //! testbed bench forwarding [--duration 3s] [--sizes 64,1500] [--rounds N] [--json] [--cp-switch PATH]
 //! testbed bench qcn [--duration 3s] [--warmup 500ms] [--rounds 3] [--json]
-//! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--json]
+//! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--congestion CC] [--json]
 //! testbed bench sim [--duration 1s] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
 //! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture [all|LINK,...]] [--seed N] [--set K=V]...
@@ -251,6 +251,10 @@ enum Bench {
         /// Skip the shaped bottleneck.
         #[arg(long)]
         no_shaped: bool,
+        /// TCP congestion control of every test (iperf3 -C, e.g. cubic or bbr; default: the
+        /// system's).
+        #[arg(long)]
+        congestion: Option<String>,
         /// The iperf3 binary.
         #[arg(long, default_value = "iperf3")]
         iperf3: PathBuf,
@@ -506,6 +510,7 @@ fn cmd_bench(b: Bench) -> anyhow::Result<ExitCode> {
             warmup,
             rounds,
             no_shaped,
+            congestion,
             iperf3,
             json,
         } => {
@@ -518,6 +523,7 @@ fn cmd_bench(b: Bench) -> anyhow::Result<ExitCode> {
                 cp_switch: testbed::bins::path("cp-switch"),
                 rp_agent: testbed::bins::path("rp-agent"),
                 iperf3,
+                congestion,
             };
             let report = testbed::bench::app::run(&cfg)?;
             print_report(json, &report, || report.table())

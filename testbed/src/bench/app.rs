@@ -16,7 +16,12 @@
 //! * **shaped** — the agents' topology with the switch's egress towards the receiver shaped to
 //!   [`SHAPED_RATE`] and an output congestion point on it (QCN active: the switch samples,
 //!   sends CNMs, the sending agent limits its flow). The agents' line rate is
-//!   [`SHAPED_LINE`], so the switch, not the agent, is the bottleneck.
+//!   [`SHAPED_LINE`], so the switch, not the agent, is the bottleneck. The switch's port
+//!   towards the sender is given that rate too (`p1,rate=`[`SHAPED_LINE`]): the link from the
+//!   sending agent is a 10 Gb/s link of the emulated network, and a port that knows its link's
+//!   rate measures (and, where the switch daemon corrects it, spaces) frames that reach it
+//!   faster than that link could have delivered them ([`AppReport::shaped_ingress_early`]).
+//!   The agents back-date a late poll by at most [`SHAPED_CATCH_UP`] (see below).
 //!
 //! Every veth end has its offloads off (`ethtool -K … tso gso gro tx rx sg off`), so every
 //! link between two hosts' interfaces carries frames of at most one MTU on both paths: what
@@ -27,8 +32,30 @@
 //! octets below the uplink's, for the 802.1Q tag and CN-TAG; the bridge's hosts keep 1500.)
 //!
 //! Each round runs one `iperf3 -J` TCP test on the bridge, then on each agents' lab in turn;
-//! the report gives every round, the medians and the ratio agents / bridge. Goodput is iperf3's receiver-side `bits_per_second` (TCP payload), with
-//! the first `warmup` seconds omitted (`iperf3 -O`).
+//! the report gives every round, the medians and the ratio agents / bridge. Goodput is
+//! iperf3's receiver-side `bits_per_second` (TCP payload), with the first `warmup` seconds
+//! omitted (`iperf3 -O`). Every test uses the client namespace's TCP congestion control (the
+//! machine's default, printed with the report) unless `congestion` names one (`iperf3 -C`):
+//! a rate-based one (BBR) and a loss-based one (CUBIC) meet a reaction point differently.
+//!
+//! # The shaped bottleneck: what limits it
+//! TCP payload can fill at most `1440 / 1514` of the bottleneck here (1492-octet TAP MTU less
+//! 52 octets of IPv4 and TCP headers with timestamps, against the 1514 octets the agent puts on
+//! the wire with its tags; the switch's line emulation charges neither preamble nor gap), so
+//! 0.951 Gb/s at 1 Gb/s. The algorithm reaches it: the simulator's model of this lab (one TCP
+//! flow, 10 Gb/s access, a 1 Gb/s egress with the standard's default CP and RP) carries
+//! 0.948 Gb/s with the bottleneck 99.9 % busy and the output queue at 24 kB (mean, for a set
+//! point of 26 kB). The namespace lab fell short for the emulation's sake, measured on a
+//! 2-core machine: the switch, the two agents and iperf3 saturate both cores; the switch's
+//! output queue averaged 9 kB and was empty in 6.5 % of 100 µs samples; every CNM with the
+//! largest feedback (|Fb| quantized 56-63, which halves the rate, twice or thrice in one
+//! batch) came after the switch had not run for 0.3-4 ms and then took the whole backlog of
+//! its receive ring in one batch (the queue jumping from a few kB to 90 kB at one instant); and
+//! the sending agent, back-dating a late poll by up to 5 ms, could put 5 ms of its rate on the
+//! wire at once (up to its 256 kB queue: ten times the set point). Neither burst is one the
+//! emulated network could produce, and both feed the congestion point feedback the
+//! algorithm would not otherwise get. Hence [`SHAPED_CATCH_UP`], and the rate on the
+//! sender's port, so the switch can date arrivals by the link rather than by its own batches.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -37,7 +64,7 @@ use cnm_proto::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::lab::{cps_sum, line, other, sleep, wait_for_socket, WorkDir};
+use super::lab::{cps_sum, ctl_json, line, other, sleep, wait_for_socket, WorkDir};
 use super::BenchError;
 use crate::netns::{self, Child, Lab, Namespace};
 
@@ -49,6 +76,16 @@ pub const SHAPED_RATE: &str = "1gbit";
 pub const SHAPED_GBPS: f64 = 1.0;
 /// The agents' line rate in the shaped lab (above the bottleneck).
 pub const SHAPED_LINE: &str = "10gbit";
+/// The agents' largest back-dating of a late poll in the shaped lab: the agent's own default
+/// (`AgentConfig::catch_up`), not the 5 ms of the unshaped labs. A late poll sends up to
+/// `catch_up × CR` octets back to back; at CR ≈ 1 Gb/s, 200 µs is 25 kB, about the congestion
+/// point's set point (26 kB), where 5 ms would be up to 625 kB, ten times the set point and
+/// four times the switch's 150 kB output buffer. Back-dating further buys the bottleneck
+/// nothing: a link whose queue ran dry while the sender was not scheduled does not get that
+/// time back when the late frames arrive.
+pub const SHAPED_CATCH_UP: &str = "200us";
+/// The agents' back-dating in the unshaped labs (the daemon's default).
+const UNSHAPED_CATCH_UP: &str = "5ms";
 /// The iperf3 server port.
 const PORT: &str = "5201";
 
@@ -69,6 +106,9 @@ pub struct Config {
     pub rp_agent: PathBuf,
     /// The iperf3 binary.
     pub iperf3: PathBuf,
+    /// TCP congestion control of every test (`iperf3 -C`); `None`: the client namespace's
+    /// default.
+    pub congestion: Option<String>,
 }
 
 /// One iperf3 test.
@@ -110,6 +150,15 @@ pub struct AppReport {
     pub shaped_share: Option<f64>,
     /// CNMs the shaped lab's switch sent over the whole run.
     pub shaped_cnms: u64,
+    /// CNMs the shaped lab's sending agent took (received for its flow) over the whole run.
+    pub shaped_sender_cnms: u64,
+    /// Share of the frames from the sending agent that reached the shaped lab's switch faster
+    /// than their [`SHAPED_LINE`] link could have delivered them (the switch's ingress measure
+    /// on kernel receive stamps, `stats` → `ports[0].ingress.early_share`); `None` when the
+    /// switch measured nothing.
+    pub shaped_ingress_early: Option<f64>,
+    /// The TCP congestion control the tests used.
+    pub congestion: Option<String>,
     /// Building a lab failed.
     pub error: Option<String>,
     /// CPUs of the machine.
@@ -123,7 +172,8 @@ impl AppReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "Application benchmark: iperf3 TCP, one stream, links' offloads off ({} CPUs)",
+            "Application benchmark: iperf3 TCP ({}), one stream, links' offloads off ({} CPUs)",
+            self.congestion.as_deref().unwrap_or("congestion control unknown"),
             self.cpus
         );
         let row = |s: &mut String, name: &str, p: &PathRun| {
@@ -155,9 +205,17 @@ impl AppReport {
         if let Some(p) = &self.shaped {
             let _ = writeln!(
                 s,
-                "\n   shaped {SHAPED_RATE} bottleneck, QCN active ({} CNMs sent)",
-                self.shaped_cnms
+                "\n   shaped {SHAPED_RATE} bottleneck, QCN active ({} CNMs sent, {} taken by the \
+                 sender's agent)",
+                self.shaped_cnms, self.shaped_sender_cnms
             );
+            if let Some(e) = self.shaped_ingress_early {
+                let _ = writeln!(
+                    s,
+                    "   frames reaching the switch faster than their {SHAPED_LINE} link: {:.1} %",
+                    e * 100.0
+                );
+            }
             row(&mut s, "h1 - agent - cp-switch - agent - h2", p);
             if let Some(r) = self.shaped_share {
                 let _ = writeln!(s, "   goodput / bottleneck {r:.3}");
@@ -193,6 +251,8 @@ struct Built {
     _server: Child,
     /// The switch's control socket (agents' labs).
     switch_ctl: Option<PathBuf>,
+    /// The sending agent's control socket (agents' labs).
+    sender_ctl: Option<PathBuf>,
 }
 
 /// Runs the benchmark.
@@ -206,6 +266,7 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     };
     let lab = Lab::new("app")?;
     let work = WorkDir::new(&lab)?;
+    report.congestion = cfg.congestion.clone();
     let built = (|| -> Result<_, BenchError> {
         let bridge = build_bridge(cfg, &lab, &work)?;
         let agents = build_agents(cfg, &lab, &work, "a", None, UNSHAPED_LINE, true)?;
@@ -226,7 +287,18 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
         Ok((bridge, agents, plain, shaped))
     })();
     let (bridge, agents, plain, shaped) = match built {
-        Ok(b) => b,
+        Ok(b) => {
+            if report.congestion.is_none() {
+                report.congestion = b
+                    .0
+                    .client
+                    .exec(&["cat", "/proc/sys/net/ipv4/tcp_congestion_control"])
+                    .ok()
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty());
+            }
+            b
+        }
         Err(BenchError::Interrupted(i)) => return Err(BenchError::Interrupted(i)),
         Err(e) => {
             report.error = Some(e.to_string());
@@ -263,6 +335,14 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     }
     if let Some(ctl) = shaped.as_ref().and_then(|b| b.switch_ctl.as_deref()) {
         report.shaped_cnms = cps_sum(&cfg.cp_switch, ctl, "cnm_tx");
+        report.shaped_ingress_early = ctl_json(&cfg.cp_switch, ctl, &["stats"])
+            .as_ref()
+            .and_then(sender_port_early_share);
+    }
+    if let Some(ctl) = shaped.as_ref().and_then(|b| b.sender_ctl.as_deref()) {
+        report.shaped_sender_cnms = ctl_json(&cfg.rp_agent, ctl, &["stats"])
+            .and_then(|v| v["cnm_rx"].as_u64())
+            .unwrap_or(0);
     }
     report.shaped = shaped_path;
     drop((bridge, agents, plain, shaped));
@@ -284,7 +364,7 @@ fn measure(cfg: &Config, b: &Built, p: &mut PathRun) -> Result<(), BenchError> {
 fn iperf(cfg: &Config, b: &Built) -> Result<Test, BenchError> {
     let t = secs(cfg.duration, 1).to_string();
     let omit = secs(cfg.warmup, 0).to_string();
-    let out = b.client.exec_output(&[
+    let mut args: Vec<&OsStr> = vec![
         cfg.iperf3.as_os_str(),
         "-c".as_ref(),
         b.server_ip.as_ref(),
@@ -295,7 +375,12 @@ fn iperf(cfg: &Config, b: &Built) -> Result<Test, BenchError> {
         "-O".as_ref(),
         omit.as_ref(),
         "-J".as_ref(),
-    ])?;
+    ];
+    if let Some(cc) = &cfg.congestion {
+        args.push("-C".as_ref());
+        args.push(cc.as_ref());
+    }
+    let out = b.client.exec_output(&args)?;
     if crate::signals::requested() {
         return Err(crate::signals::Interrupted.into());
     }
@@ -316,6 +401,16 @@ pub fn parse_iperf(json: &[u8]) -> Result<Test, BenchError> {
         gbps: bps / 1e9,
         retransmits: v["end"]["sum_sent"]["retransmits"].as_u64().unwrap_or(0),
     })
+}
+
+/// The ingress early share of the switch's port towards the sender (`ports[0]`, `p1`) in a
+/// cp-switch `stats` answer; `None` when that port measured no frame.
+pub fn sender_port_early_share(stats: &Value) -> Option<f64> {
+    let ingress = &stats["ports"].as_array()?.first()?["ingress"];
+    if ingress["measured"].as_u64()? == 0 {
+        return None;
+    }
+    ingress["early_share"].as_f64().filter(|e| e.is_finite())
 }
 
 /// The two hosts of the lab `tag` and the namespace between them (`{tag}1`, `{tag}sw`,
@@ -376,6 +471,7 @@ fn build_bridge(cfg: &Config, lab: &Lab, work: &WorkDir) -> Result<Built, BenchE
         _daemons: Vec::new(),
         _server: server,
         switch_ctl: None,
+        sender_ctl: None,
     })
 }
 
@@ -394,16 +490,23 @@ fn build_agents(
     let (h1, sw, h2) = hosts(lab, tag)?;
     let ctl = work.path(&format!("{tag}-sw.sock"));
     let log = work.path(&format!("{tag}-sw.log"));
-    let p2 = match shaped {
-        Some(r) => format!("p2,rate={r}"),
-        None => "p2".to_owned(),
+    // Shaped: the egress towards the receiver at the bottleneck's rate, the port towards the
+    // sender at the sender's line rate (its link into the switch).
+    let (p1, p2) = match shaped {
+        Some(r) => (format!("p1,rate={line}"), format!("p2,rate={r}")),
+        None => ("p1".to_owned(), "p2".to_owned()),
+    };
+    let catch_up = if shaped.is_some() {
+        SHAPED_CATCH_UP
+    } else {
+        UNSHAPED_CATCH_UP
     };
     let cp = if shaped.is_some() { "output" } else { "off" };
     let mut switch = sw.spawn_logged(
         &[
             cfg.cp_switch.as_os_str(),
             "--port".as_ref(),
-            "p1".as_ref(),
+            p1.as_ref(),
             "--port".as_ref(),
             p2.as_ref(),
             "--cp".as_ref(),
@@ -420,11 +523,14 @@ fn build_agents(
         _ => 3,
     };
     let mut daemons = vec![switch];
+    let sender_ctl = work.path(&format!("{tag}1.sock"));
     for (i, ns) in [&h1, &h2].into_iter().enumerate() {
         let me = format!("{tag}{}", i + 1);
         let conf = work.write_config(
             &format!("{me}.toml"),
-            &format!("line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"5ms\"\n"),
+            &format!(
+                "line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"{catch_up}\"\n"
+            ),
         )?;
         let actl = work.path(&format!("{me}.sock"));
         let alog = work.path(&format!("{me}.log"));
@@ -461,6 +567,7 @@ fn build_agents(
         _daemons: daemons,
         _server: server,
         switch_ctl: Some(ctl),
+        sender_ctl: Some(sender_ctl),
     })
 }
 
@@ -476,6 +583,48 @@ mod tests {
         assert_eq!(secs(Duration::from_millis(1500), 1), 2);
         assert_eq!(secs(Duration::ZERO, 1), 1);
         assert_eq!(secs(Duration::ZERO, 0), 0);
+    }
+
+    #[test]
+    fn the_senders_port_early_share_is_read_when_measured() {
+        let stats = |measured: u64, share: f64| {
+            serde_json::json!({"ports": [
+                {"name": "p1", "ingress": {"measured": measured, "early": 3, "early_share": share}},
+                {"name": "p2", "ingress": {"measured": 50, "early": 50, "early_share": 1.0}},
+            ]})
+        };
+        // The first port's (p1, towards the sender), not the receiver's.
+        assert_eq!(sender_port_early_share(&stats(12, 0.25)), Some(0.25));
+        // Nothing measured (an unshaped port): no share, not 0.
+        assert_eq!(sender_port_early_share(&stats(0, 0.0)), None);
+        assert_eq!(sender_port_early_share(&serde_json::json!({"ports": []})), None);
+        assert_eq!(sender_port_early_share(&serde_json::json!({})), None);
+    }
+
+    #[test]
+    fn the_table_names_the_congestion_control_and_the_shaped_labs_feedback() {
+        let r = AppReport {
+            congestion: Some("cubic".into()),
+            shaped: Some(PathRun {
+                rounds: vec![Test {
+                    gbps: 0.9,
+                    retransmits: 2,
+                }],
+                median_gbps: 0.9,
+                error: None,
+            }),
+            shaped_share: Some(0.9),
+            shaped_cnms: 120,
+            shaped_sender_cnms: 118,
+            shaped_ingress_early: Some(0.125),
+            cpus: 2,
+            ..AppReport::default()
+        };
+        let t = r.table();
+        assert!(t.contains("iperf3 TCP (cubic)"), "{t}");
+        assert!(t.contains("120 CNMs sent, 118 taken"), "{t}");
+        assert!(t.contains("faster than their 10gbit link: 12.5 %"), "{t}");
+        assert!(t.contains("goodput / bottleneck 0.900"), "{t}");
     }
 
     #[test]
