@@ -42,10 +42,10 @@
 //! TCP payload can fill at most `1440 / 1514` of the bottleneck here (1492-octet TAP MTU less
 //! 52 octets of IPv4 and TCP headers with timestamps, against the 1514 octets the agent puts on
 //! the wire with its tags; the switch's line emulation charges neither preamble nor gap), so
-//! 0.951 Gb/s at 1 Gb/s. The algorithm reaches it: the simulator's model of this lab (one TCP
-//! flow, 10 Gb/s access, a 1 Gb/s egress with the standard's default CP and RP) carries
-//! 0.948 Gb/s with the bottleneck 99.9 % busy and the output queue at 24 kB (mean, for a set
-//! point of 26 kB). The namespace lab fell short for the emulation's sake, measured on a
+//! 0.951 Gb/s at 1 Gb/s. The algorithm reaches it: the simulator's model of this lab
+//! (`testbed sim testbed/scenarios/sim/app_shaped.toml`: one TCP flow, 10 Gb/s access, a
+//! 1 Gb/s egress with the standard's default CP and RP) keeps the bottleneck 99.9 % busy with
+//! the output queue at 24 kB (mean, for a set point of 26 kB) and no drops. The namespace lab fell short for the emulation's sake, measured on a
 //! 2-core machine: the switch, the two agents and iperf3 saturate both cores; the switch's
 //! output queue averaged 9 kB and was empty in 6.5 % of 100 µs samples; every CNM with the
 //! largest feedback (|Fb| quantized 56-63, which halves the rate, twice or thrice in one
@@ -173,7 +173,9 @@ impl AppReport {
         let _ = writeln!(
             s,
             "Application benchmark: iperf3 TCP ({}), one stream, links' offloads off ({} CPUs)",
-            self.congestion.as_deref().unwrap_or("congestion control unknown"),
+            self.congestion
+                .as_deref()
+                .unwrap_or("congestion control unknown"),
             self.cpus
         );
         let row = |s: &mut String, name: &str, p: &PathRun| {
@@ -289,13 +291,12 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     let (bridge, agents, plain, shaped) = match built {
         Ok(b) => {
             if report.congestion.is_none() {
-                report.congestion = b
-                    .0
-                    .client
-                    .exec(&["cat", "/proc/sys/net/ipv4/tcp_congestion_control"])
-                    .ok()
-                    .map(|s| s.trim().to_owned())
-                    .filter(|s| !s.is_empty());
+                report.congestion =
+                    b.0.client
+                        .exec(&["cat", "/proc/sys/net/ipv4/tcp_congestion_control"])
+                        .ok()
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty());
             }
             b
         }
@@ -528,9 +529,7 @@ fn build_agents(
         let me = format!("{tag}{}", i + 1);
         let conf = work.write_config(
             &format!("{me}.toml"),
-            &format!(
-                "line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"{catch_up}\"\n"
-            ),
+            &format!("line_rate = \"{line}\"\nwire_overhead = false\ncatch_up = \"{catch_up}\"\n"),
         )?;
         let actl = work.path(&format!("{me}.sock"));
         let alog = work.path(&format!("{me}.log"));
@@ -597,7 +596,10 @@ mod tests {
         assert_eq!(sender_port_early_share(&stats(12, 0.25)), Some(0.25));
         // Nothing measured (an unshaped port): no share, not 0.
         assert_eq!(sender_port_early_share(&stats(0, 0.0)), None);
-        assert_eq!(sender_port_early_share(&serde_json::json!({"ports": []})), None);
+        assert_eq!(
+            sender_port_early_share(&serde_json::json!({"ports": []})),
+            None
+        );
         assert_eq!(sender_port_early_share(&serde_json::json!({})), None);
     }
 
