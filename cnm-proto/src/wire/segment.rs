@@ -140,6 +140,22 @@ pub fn sum16(data: &[u8], mut acc: u64) -> u64 {
     acc
 }
 
+/// [`sum16`] for long data (a segment's payload), four octets at a time: the big-endian 32-bit
+/// words `hi·2¹⁶ + lo` are added, which is `hi + lo` modulo `2¹⁶ − 1` (as `2¹⁶ ≡ 1`), so the
+/// result, not yet folded, differs from [`sum16`]'s but [`fold`]s to the same 16 bits (RFC
+/// 1071 §2(C), "parallel summation"; RFC 1071 §4.1 sums 16 bits at a time). A zero sum only
+/// comes from zero words in both. The words of `data` at and after a multiple of four octets
+/// stay 16-bit aligned, so the tail goes to [`sum16`]. Frames are far below the 2³² words
+/// that could overflow the accumulator.
+pub fn sum16_wide(data: &[u8], acc: u64) -> u64 {
+    let mut chunks = data.chunks_exact(4);
+    let mut wide = 0u64;
+    for c in &mut chunks {
+        wide += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    sum16(chunks.remainder(), acc + wide)
+}
+
 /// Folds a sum to 16 bits (end-around carry).
 pub fn fold(mut acc: u64) -> u16 {
     while acc > 0xffff {
@@ -220,7 +236,7 @@ fn finish_tcp_v4(f: &mut [u8], h: TcpV4, id: u16, seq: u32, flags: u8) {
     let tcp_len = (f.len() - h.tcp) as u64;
     // Pseudo-header (RFC 793 §3.1): source, destination, zero + protocol, TCP length.
     let pseudo = sum16(&f[h.ip + 12..h.ip + 20], u64::from(PROTO_TCP) + tcp_len);
-    let c = !fold(sum16(&f[h.tcp..], pseudo));
+    let c = !fold(sum16_wide(&f[h.tcp..], pseudo));
     f[h.tcp + 16..h.tcp + 18].copy_from_slice(&c.to_be_bytes());
 }
 
@@ -251,7 +267,7 @@ pub fn segment(
             // The field holds the pseudo-header sum already (Linux CHECKSUM_PARTIAL); the sum
             // from `start` to the end includes it. A result of 0 is sent as 0xFFFF, the other
             // ones' complement zero, which UDP requires and TCP accepts (RFC 768).
-            let mut c = !fold(sum16(&buf[start..], 0));
+            let mut c = !fold(sum16_wide(&buf[start..], 0));
             if c == 0 {
                 c = 0xffff;
             }
@@ -482,6 +498,41 @@ mod tests {
         assert_eq!(checksum(&h), 0xb861);
         // An odd length pads the last octet: 0x0102 + 0x0300 = 0x0402.
         assert_eq!(sum16(&[1, 2, 3], 0), 0x0402);
+    }
+
+    /// The four-octet sum folds as the two-octet one, for every length (odd tails, tails of
+    /// 1-3 octets after the words), every starting accumulator, and the sums that fold to
+    /// 0xFFFF; by hand: 0x0102_0304 + 0x0506_0708 = 0x0608_0A0C, folded 0x0608 + 0x0A0C =
+    /// 0x1014, as 0x0102 + 0x0304 + 0x0506 + 0x0708 = 0x1014.
+    #[test]
+    fn the_wide_sum_folds_as_the_two_octet_sum() {
+        assert_eq!(sum16_wide(&[1, 2, 3, 4, 5, 6, 7, 8], 0), 0x0608_0a0c);
+        assert_eq!(fold(0x0608_0a0c), 0x1014);
+        assert_eq!(sum16(&[1, 2, 3, 4, 5, 6, 7, 8], 0), 0x1014);
+        assert_eq!(sum16_wide(&[], 0), 0);
+        assert_eq!(sum16_wide(&[0; 9], 0), 0);
+        // 0xFFFF + 0x0000 words fold to 0xFFFF both ways (the other ones' complement zero).
+        assert_eq!(fold(sum16_wide(&[0xff, 0xff, 0, 0], 0)), 0xffff);
+        let mut rng = crate::rng::Rng::new(7);
+        let mut data = vec![0u8; 1600];
+        for len in (0..70).chain([1459, 1460, 1461, 1462, 1463, 1600]) {
+            for fill in 0..4 {
+                for b in data.iter_mut() {
+                    *b = match fill {
+                        0 => 0xff,
+                        1 => 0,
+                        _ => (rng.next_u64() & 0xff) as u8,
+                    };
+                }
+                let acc = rng.next_u64() & 0xf_ffff;
+                let d = &data[..len];
+                assert_eq!(
+                    fold(sum16_wide(d, acc)),
+                    fold(sum16(d, acc)),
+                    "len {len} fill {fill} acc {acc:#x}"
+                );
+            }
+        }
     }
 
     /// A TCP/IPv4 frame 10.0.0.1:1000 → 10.0.0.2:2000, seq 100, ack 7, flags `flags`,
