@@ -55,7 +55,12 @@
 //! wire at once (up to its 256 kB queue: ten times the set point). Neither burst is one the
 //! emulated network could produce, and both feed the congestion point feedback the
 //! algorithm would not otherwise get. Hence [`SHAPED_CATCH_UP`], and the rate on the
-//! sender's port, so the switch can date arrivals by the link rather than by its own batches.
+//! sender's port, so the switch can date arrivals by the link rather than by its own batches:
+//! with it, the switch daemon's ingress stage hands the sender's frames to the bridge at the
+//! instants a 10 Gb/s link would have delivered them, departures interleaved. Side by side on
+//! a busy machine (load 6 on 2 cores, 4 s tests, alternating), the rate on the sender's port
+//! took the goodput from 0.44-0.56 Gb/s to 0.67-0.82, and the stage turned off
+//! (`--ingress-stage false`) brought it back to 0.47-0.60.
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
