@@ -162,6 +162,9 @@ pub struct AppReport {
     /// on kernel receive stamps, `stats` → `ports[0].ingress.early_share`); `None` when the
     /// switch measured nothing.
     pub shaped_ingress_early: Option<f64>,
+    /// What the shaped lab's switch's ingress link-rate stage did with the sender's frames
+    /// over the whole run (`None`: the stage is off or the switch could not be asked).
+    pub shaped_stage: Option<SenderStage>,
     /// The TCP congestion control the tests used.
     pub congestion: Option<String>,
     /// Building a lab failed.
@@ -223,6 +226,14 @@ impl AppReport {
                     e * 100.0
                 );
             }
+            if let Some(st) = &self.shaped_stage {
+                let _ = writeln!(
+                    s,
+                    "   ingress stage on the sender's port: {} of {} frames held back, delay mean \
+                     {:.1} us, max {:.1} us, {} dropped",
+                    st.held, st.staged, st.mean_delay_us, st.max_delay_us, st.drops
+                );
+            }
             row(&mut s, "h1 - agent - cp-switch - agent - h2", p);
             if let Some(r) = self.shaped_share {
                 let _ = writeln!(s, "   goodput / bottleneck {r:.3}");
@@ -232,6 +243,42 @@ impl AppReport {
             let _ = writeln!(s, "   failed: {e}");
         }
         s
+    }
+}
+
+/// The ingress link-rate stage of the switch's port towards the sender (`stats` →
+/// `ports[0].ingress.stage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct SenderStage {
+    /// Frames that went through the stage.
+    pub staged: u64,
+    /// Of those, frames held back (due later than the switch read them).
+    pub held: u64,
+    /// Mean stage delay over the staged frames, µs.
+    pub mean_delay_us: f64,
+    /// Largest stage delay, µs.
+    pub max_delay_us: f64,
+    /// Frames the stage dropped (full, or the port went down).
+    pub drops: u64,
+}
+
+impl SenderStage {
+    /// From a cp-switch `stats` answer; `None` when the first port has no stage.
+    pub fn from_stats(stats: &Value) -> Option<SenderStage> {
+        let st = stats["ports"].as_array()?.first()?["ingress"]["stage"].as_object()?;
+        let n = |k: &str| st.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let staged = n("staged");
+        Some(SenderStage {
+            staged,
+            held: n("held"),
+            mean_delay_us: if staged == 0 {
+                0.0
+            } else {
+                n("delay_total_ns") as f64 / staged as f64 / 1e3
+            },
+            max_delay_us: n("delay_max_ns") as f64 / 1e3,
+            drops: n("overflow_drops") + n("down_drops"),
+        })
     }
 }
 
@@ -341,9 +388,9 @@ pub fn run(cfg: &Config) -> Result<AppReport, BenchError> {
     }
     if let Some(ctl) = shaped.as_ref().and_then(|b| b.switch_ctl.as_deref()) {
         report.shaped_cnms = cps_sum(&cfg.cp_switch, ctl, "cnm_tx");
-        report.shaped_ingress_early = ctl_json(&cfg.cp_switch, ctl, &["stats"])
-            .as_ref()
-            .and_then(sender_port_early_share);
+        let stats = ctl_json(&cfg.cp_switch, ctl, &["stats"]);
+        report.shaped_ingress_early = stats.as_ref().and_then(sender_port_early_share);
+        report.shaped_stage = stats.as_ref().and_then(SenderStage::from_stats);
     }
     if let Some(ctl) = shaped.as_ref().and_then(|b| b.sender_ctl.as_deref()) {
         report.shaped_sender_cnms = ctl_json(&cfg.rp_agent, ctl, &["stats"])
@@ -609,6 +656,34 @@ mod tests {
     }
 
     #[test]
+    fn the_senders_stage_is_read_from_the_first_port() {
+        let stats = serde_json::json!({"ports": [
+            {"ingress": {"stage": {"staged": 4, "held": 3, "delay_total_ns": 10_000,
+                                   "delay_max_ns": 6_000, "overflow_drops": 1, "down_drops": 2}}},
+            {"ingress": {"stage": null}},
+        ]});
+        // 10 000 ns over 4 frames: 2.5 us mean; 6 us max; 1 + 2 drops.
+        let st = SenderStage::from_stats(&stats).unwrap();
+        assert_eq!(
+            st,
+            SenderStage {
+                staged: 4,
+                held: 3,
+                mean_delay_us: 2.5,
+                max_delay_us: 6.0,
+                drops: 3,
+            }
+        );
+        // The stage off (null) or no ports: nothing.
+        let off = serde_json::json!({"ports": [{"ingress": {"stage": null}}]});
+        assert_eq!(SenderStage::from_stats(&off), None);
+        assert_eq!(SenderStage::from_stats(&serde_json::json!({})), None);
+        // Nothing staged yet: a zero mean, not a division by zero.
+        let none = serde_json::json!({"ports": [{"ingress": {"stage": {"staged": 0}}}]});
+        assert_eq!(SenderStage::from_stats(&none).unwrap().mean_delay_us, 0.0);
+    }
+
+    #[test]
     fn the_table_names_the_congestion_control_and_the_shaped_labs_feedback() {
         let r = AppReport {
             congestion: Some("cubic".into()),
@@ -624,6 +699,13 @@ mod tests {
             shaped_cnms: 120,
             shaped_sender_cnms: 118,
             shaped_ingress_early: Some(0.125),
+            shaped_stage: Some(SenderStage {
+                staged: 1000,
+                held: 40,
+                mean_delay_us: 1.5,
+                max_delay_us: 120.0,
+                drops: 0,
+            }),
             cpus: 2,
             ..AppReport::default()
         };
@@ -632,6 +714,10 @@ mod tests {
         assert!(t.contains("120 CNMs sent, 118 taken"), "{t}");
         assert!(t.contains("faster than their 10gbit link: 12.5 %"), "{t}");
         assert!(t.contains("goodput / bottleneck 0.900"), "{t}");
+        assert!(
+            t.contains("40 of 1000 frames held back, delay mean 1.5 us, max 120.0 us, 0 dropped"),
+            "{t}"
+        );
     }
 
     #[test]
