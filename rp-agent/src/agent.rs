@@ -25,7 +25,7 @@ use crate::pause::PauseState;
 use crate::pool::BufPool;
 use crate::rp::{CnmOutcome, ErOutcome, Rp, RpState};
 use crate::stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};
-use crate::tagger::{strip_in_place, tag_for_uplink};
+use crate::tagger::{strip_in_place, tag_for_uplink, tag_in_place, UPLINK_HEADROOM};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
     self, cnm, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl, MacControlRepr,
@@ -39,6 +39,9 @@ use std::collections::{HashMap, VecDeque};
 enum Src<'a> {
     Shared(&'a [u8]),
     Owned(&'a mut Vec<u8>),
+    /// A host frame in a buffer of the caller's, starting at the given offset (the octets
+    /// before it are headroom for the tags, [`UPLINK_HEADROOM`]).
+    OwnedAt(&'a mut Vec<u8>, usize),
 }
 
 impl Src<'_> {
@@ -47,6 +50,7 @@ impl Src<'_> {
         match self {
             Src::Shared(b) => b,
             Src::Owned(b) => b,
+            Src::OwnedAt(b, start) => b.get(*start..).unwrap_or_default(),
         }
     }
 }
@@ -89,7 +93,9 @@ pub enum RpChange {
 struct Flow {
     key: ClassKey,
     rpid: u16,
-    queue: VecDeque<Vec<u8>>,
+    /// Host frames, each with the offset it starts at in its buffer: the octets before are
+    /// headroom for tagging in place ([`tag_in_place`]).
+    queue: VecDeque<(usize, Vec<u8>)>,
     qbytes: u64,
     pacer: Pacer,
     rp: Option<Rp>,
@@ -254,7 +260,24 @@ impl Agent {
     /// (contents unspecified, possibly without capacity) to produce the next frame into; a
     /// frame refused (backpressure or for good) stays in `frame` as it was.
     pub fn handle_host_buf(&mut self, now: Instant, frame: &mut Vec<u8>) -> Result<(), HostError> {
-        self.host_frame(now, Src::Owned(frame))
+        self.host_frame(now, Src::OwnedAt(frame, 0))
+    }
+
+    /// [`Agent::handle_host_buf`] for the frame `frame[start..]`, the octets before it being
+    /// free: with [`UPLINK_HEADROOM`] octets there, an untagged frame of a rate-limited flow
+    /// is tagged in its own buffer and that buffer goes up, the frame never copied. A `start`
+    /// beyond the buffer is a malformed frame.
+    pub fn handle_host_buf_at(
+        &mut self,
+        now: Instant,
+        frame: &mut Vec<u8>,
+        start: usize,
+    ) -> Result<(), HostError> {
+        if start > frame.len() {
+            self.stats.host_malformed += 1;
+            return Err(HostError::Malformed);
+        }
+        self.host_frame(now, Src::OwnedAt(frame, start))
     }
 
     /// [`Agent::handle_host`] and [`Agent::handle_host_buf`].
@@ -308,8 +331,13 @@ impl Agent {
         }
         let len = frame.len();
         f.queue.push_back(match src {
-            Src::Shared(b) => self.pool.take(b),
-            Src::Owned(b) => self.pool.exchange(b),
+            // Copied anyway: with headroom, so that it need not be copied again to be tagged.
+            Src::Shared(b) => (
+                UPLINK_HEADROOM,
+                self.pool.take_with_headroom(b, UPLINK_HEADROOM),
+            ),
+            Src::Owned(b) => (0, self.pool.exchange(b)),
+            Src::OwnedAt(b, start) => (start, self.pool.exchange_frame_of(b, len)),
         });
         f.qbytes += len as u64;
         f.last_active = now;
@@ -393,7 +421,7 @@ impl Agent {
                 }
                 let mut b = match src {
                     Src::Shared(f) => self.pool.take(f),
-                    Src::Owned(f) => self.pool.exchange(f),
+                    Src::Owned(f) | Src::OwnedAt(f, _) => self.pool.exchange(f),
                 };
                 let start = strip_in_place(&mut b, &info, self.cfg.vid);
                 self.host_bytes += (b.len() - start) as u64;
@@ -426,7 +454,7 @@ impl Agent {
                 };
                 let eligible = !self.pause.paused(f.key.priority, now)
                     && (f.rp.is_none() || f.pacer.may_start(now));
-                let Some(head) = f.queue.front().filter(|_| eligible) else {
+                let Some((start, head)) = f.queue.front_mut().filter(|_| eligible) else {
                     if f.queue.is_empty() {
                         f.in_ring = false;
                     } else {
@@ -434,22 +462,36 @@ impl Agent {
                     }
                     continue;
                 };
+                let start = *start;
+                let host_len = head.len() - start;
                 let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
-                if tag_for_uplink(head, f.key.priority, self.cfg.vid, rpid, &mut self.txbuf)
-                    .is_err()
-                {
-                    // Host frames were walked when classified; keep them as they are.
-                    self.txbuf.clear();
-                    self.txbuf.extend_from_slice(head);
+                let (pcp, vid) = (f.key.priority, self.cfg.vid);
+                let len;
+                if let Some(untag) = tag_in_place(head, start, pcp, vid, rpid) {
+                    // The frame's own buffer goes up; a refused frame is put back untagged.
+                    len = head.len();
+                    if !tx(head) {
+                        untag.restore(head);
+                        self.ring.push_front(idx);
+                        break 'send;
+                    }
+                } else {
+                    let frame = &head[start..];
+                    if tag_for_uplink(frame, pcp, vid, rpid, &mut self.txbuf).is_err() {
+                        // Host frames were walked when classified; keep them as they are.
+                        self.txbuf.clear();
+                        self.txbuf.extend_from_slice(frame);
+                    }
+                    len = self.txbuf.len();
+                    if !tx(&mut self.txbuf) {
+                        self.ring.push_front(idx);
+                        break 'send;
+                    }
                 }
-                let len = self.txbuf.len();
-                if !tx(&mut self.txbuf) {
-                    self.ring.push_front(idx);
-                    break 'send;
-                }
-                if let Some(b) = f.queue.pop_front() {
-                    f.qbytes -= b.len() as u64;
-                    self.pool.give_frame(b);
+                // The buffer left is the frame's or the spare `tx` swapped in for it.
+                if let Some((_, b)) = f.queue.pop_front() {
+                    f.qbytes -= host_len as u64;
+                    self.pool.give_frame_of(b, host_len);
                 }
                 self.backlog_frames -= 1;
                 self.line.start(now, len);
@@ -1037,6 +1079,59 @@ mod tests {
             }
         ));
         assert_eq!(a.stats().host_tx_frames, 1);
+    }
+
+    /// A host frame handed over with headroom is tagged in its own buffer and that buffer goes
+    /// up (a refused frame is put back as it was); without the matching headroom the frame
+    /// is copied. The octets on the wire are the same either way.
+    #[test]
+    fn frames_with_headroom_go_up_in_their_own_buffer() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1_000_000);
+        let f = frame(PEER, 100);
+        // Sends the frame handed over after `room` octets; returns what went up and whether
+        // it went up in the buffer handed over. The first offer to `tx` is refused.
+        let mut send = |a: &mut Agent, at: Instant, room: usize| {
+            let mut buf = vec![0xaa; room];
+            buf.extend_from_slice(&f);
+            let ptr = buf.as_ptr();
+            a.handle_host_buf_at(at, &mut buf, room).unwrap();
+            let mut offered = Vec::new();
+            a.poll_uplink_buf(at, &mut |b| {
+                offered.push(b.clone());
+                false
+            });
+            let mut sent = Vec::new();
+            a.poll_uplink_buf(at, &mut |b| {
+                offered.push(b.clone());
+                sent.push(std::mem::take(b));
+                true
+            });
+            assert_eq!(offered.len(), 2);
+            assert_eq!(
+                offered[0], offered[1],
+                "a refused frame is offered again unchanged"
+            );
+            assert_eq!(sent.len(), 1);
+            (sent[0].clone(), sent[0].as_ptr() == ptr)
+        };
+        let mut expect = Vec::new();
+        tag_for_uplink(&f, 3, 0, None, &mut expect).unwrap();
+        // No limiter yet: the 802.1Q tag fills 4 octets of room.
+        let ms = |n: u64| t + Duration::from_millis(n);
+        assert_eq!(send(&mut a, ms(0), 4), (expect.clone(), true));
+        assert_eq!(send(&mut a, ms(1), 8), (expect.clone(), false));
+        assert_eq!(send(&mut a, ms(2), 0), (expect.clone(), false));
+        a.handle_uplink(ms(2), &cnm_about(&expect, 32));
+        assert_eq!(a.stats().limiters_created, 1);
+        // Rate-limited: the tag and the CN-TAG fill 8.
+        tag_for_uplink(&f, 3, 0, Some(1), &mut expect).unwrap();
+        assert_eq!(send(&mut a, ms(3), UPLINK_HEADROOM), (expect.clone(), true));
+        assert_eq!(send(&mut a, ms(4), 4), (expect, false));
+        let s = a.stats();
+        assert_eq!((s.host_rx_frames, s.uplink_tx_frames), (5, 5));
+        assert!(a.handle_host_buf_at(t, &mut vec![0; 20], 21).is_err());
+        assert_eq!(a.stats().host_malformed, 1);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use cnm_proto::Instant;
 
+use crate::tagger::UPLINK_HEADROOM;
 use crate::{Agent, HostError};
 
 /// What became of a frame offered with [`HeldFrames::offer`].
@@ -31,7 +32,9 @@ pub enum Offered {
 /// Frames refused with backpressure, each with the producer's tag (e.g. a source index).
 #[derive(Debug, Default)]
 pub struct HeldFrames {
-    queue: VecDeque<(u64, Vec<u8>)>,
+    /// Tag, offset of the frame in its buffer (after the headroom a frame produced in place
+    /// keeps for the agent's tags), buffer.
+    queue: VecDeque<(u64, usize, Vec<u8>)>,
     /// Buffers of frames that left, for reuse.
     spare: Vec<Vec<u8>>,
 }
@@ -66,15 +69,15 @@ impl HeldFrames {
         now: Instant,
         done: &mut dyn FnMut(u64, usize, Result<(), HostError>),
     ) {
-        while let Some((tag, frame)) = self.queue.front_mut() {
-            let len = frame.len();
+        while let Some((tag, start, frame)) = self.queue.front_mut() {
+            let len = frame.len().saturating_sub(*start);
             // Taken, the frame's buffer moves into the agent and a spare takes its place.
-            let r = agent.handle_host_buf(now, frame);
+            let r = agent.handle_host_buf_at(now, frame, *start);
             if r == Err(HostError::Backpressure) {
                 return;
             }
             done(*tag, len, r);
-            if let Some((_, buf)) = self.queue.pop_front() {
+            if let Some((_, _, buf)) = self.queue.pop_front() {
                 self.spare.push(buf);
             }
         }
@@ -93,7 +96,7 @@ impl HeldFrames {
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(frame);
-        self.queue.push_back((tag, buf));
+        self.queue.push_back((tag, 0, buf));
         Offered::Held
     }
 
@@ -101,7 +104,8 @@ impl HeldFrames {
     /// a buffer of `len` octets and returns the frame's length, or `None` when it has no frame
     /// (then nothing is offered and `None` returned). Produced into a buffer the queue would
     /// keep, a frame refused with backpressure is held without a copy, and one the agent
-    /// takes moves into the agent without a copy ([`Agent::handle_host_buf`]), as do held
+    /// takes moves into the agent without a copy ([`Agent::handle_host_buf_at`], after
+    /// [`UPLINK_HEADROOM`] octets the agent tags it in), as do held
     /// frames taken by [`HeldFrames::retry`]. Call only when
     /// [`HeldFrames::is_empty`] (new frames queue behind held ones: produce them after
     /// [`HeldFrames::retry`] emptied the queue).
@@ -115,16 +119,18 @@ impl HeldFrames {
     ) -> Option<Offered> {
         let mut buf = self.spare.pop().unwrap_or_default();
         // A recycled buffer of this length is reused as it is: `make` writes every octet
-        // it returns.
-        buf.resize(len, 0);
-        let Some(n) = make(&mut buf).map(|n| n.min(len)) else {
+        // it returns. The frame starts after room for the agent's tags, which it then adds
+        // in place.
+        let h = UPLINK_HEADROOM;
+        buf.resize(h + len, 0);
+        let Some(n) = make(&mut buf[h..]).map(|n| n.min(len)) else {
             self.spare.push(buf);
             return None;
         };
-        buf.truncate(n);
+        buf.truncate(h + n);
         let offered = if self.queue.is_empty() {
             // Taken, the frame's buffer moves into the agent and `buf` becomes a spare.
-            match agent.handle_host_buf(now, &mut buf) {
+            match agent.handle_host_buf_at(now, &mut buf, h) {
                 Ok(()) => Offered::Accepted,
                 Err(HostError::Backpressure) => Offered::Held,
                 Err(e) => Offered::Refused(e),
@@ -133,7 +139,7 @@ impl HeldFrames {
             Offered::Held
         };
         if offered == Offered::Held {
-            self.queue.push_back((tag, buf));
+            self.queue.push_back((tag, h, buf));
         } else {
             self.spare.push(buf);
         }

@@ -31,6 +31,16 @@ impl BufPool {
         b
     }
 
+    /// A buffer holding `headroom` octets (contents unspecified) and then a copy of `bytes`,
+    /// taken from the class of `bytes`'s length as [`BufPool::take`] does; given back with
+    /// [`BufPool::give_frame_of`] for that length.
+    pub fn take_with_headroom(&mut self, bytes: &[u8], headroom: usize) -> Vec<u8> {
+        let mut b = self.take_empty(bytes.len());
+        b.resize(headroom, 0);
+        b.extend_from_slice(bytes);
+        b
+    }
+
     /// An empty buffer with room for `len` octets.
     pub fn take_empty(&mut self, len: usize) -> Vec<u8> {
         let c = class_of(len);
@@ -50,7 +60,15 @@ impl BufPool {
     /// is returned. The free lists and [`BufPool::allocated`] move as with [`BufPool::take`]
     /// when the frame's buffer comes back through [`BufPool::give_frame`].
     pub fn exchange(&mut self, bytes: &mut Vec<u8>) -> Vec<u8> {
-        let c = class_of(bytes.len());
+        let len = bytes.len();
+        self.exchange_frame_of(bytes, len)
+    }
+
+    /// [`BufPool::exchange`] for a buffer holding a frame of `len` octets after some headroom:
+    /// the spare comes from `len`'s class, and the buffer goes back with
+    /// [`BufPool::give_frame_of`] for that length.
+    pub fn exchange_frame_of(&mut self, bytes: &mut Vec<u8>, len: usize) -> Vec<u8> {
+        let c = class_of(len);
         let spare = match self.free[c].pop() {
             Some(b) => b,
             None => {
@@ -66,8 +84,16 @@ impl BufPool {
     /// free lists move as if every frame had been copied into a pool buffer (a buffer too
     /// small for a later frame grows once when used).
     pub fn give_frame(&mut self, b: Vec<u8>) {
-        let c = class_of(b.len());
-        self.free[c].push(b);
+        let len = b.len();
+        self.give_frame_of(b, len);
+    }
+
+    /// [`BufPool::give_frame`] for a buffer taken for a frame of `len` octets, whatever it
+    /// holds now (the frame after headroom, or a spare that replaced the frame's buffer when
+    /// the frame left in it): filed under `len`'s class, so the free lists move exactly as
+    /// with [`BufPool::give_frame`].
+    pub fn give_frame_of(&mut self, b: Vec<u8>, len: usize) {
+        self.free[class_of(len)].push(b);
     }
 
     /// Gives a buffer back.

@@ -13,6 +13,14 @@
 //! unmodified host stack sees the untagged frames it sent. [`strip_in_place`] does the same
 //! inside the received frame's own buffer: only the header octets before the removed tags
 //! move (towards the payload), and the frame then starts at an offset into the buffer.
+//!
+//! The way up has the same in-place form, [`tag_in_place`]: a host frame queued with
+//! [`UPLINK_HEADROOM`] free octets in front of it is tagged by moving its header (the MAC
+//! addresses and any tags, a few dozen octets) into that room, the payload staying where it
+//! is, so that the tagged frame starts at the buffer's first octet and the buffer itself goes
+//! on the link. Only when the headroom does not match what tagging adds (the frame already
+//! carried a tag, or the flow's CN-TAG came or went while the frame waited) is the frame
+//! copied by [`tag_for_uplink`].
 
 use cnm_proto::wire::{self, walk, EtherType};
 
@@ -58,6 +66,92 @@ pub fn tag_for_uplink(
     }
     out.extend_from_slice(&frame[x + skip..]);
     Ok(())
+}
+
+/// Octets tagging may add in front of a host frame's payload: an 802.1Q tag and a CN-TAG
+/// (4 each, clauses 9.6 and 33.3). Host frames queued with this much headroom are tagged in
+/// place ([`tag_in_place`]) when the host sent them untagged and their flow is rate-limited.
+pub const UPLINK_HEADROOM: usize = 8;
+
+/// The longest header [`tag_in_place`] moves: addresses, two VLAN tags, a CN-TAG and the
+/// EtherType with room to spare; longer headers take the copying path.
+const MOVED_HEADER_MAX: usize = 48;
+
+/// What [`tag_in_place`] overwrote: [`Untag::restore`] puts the untagged frame back.
+#[derive(Debug)]
+pub struct Untag {
+    start: usize,
+    len: usize,
+    head: [u8; MOVED_HEADER_MAX],
+}
+
+impl Untag {
+    /// Restores the frame `buf` held before [`tag_in_place`] (headroom contents aside).
+    pub fn restore(&self, buf: &mut [u8]) {
+        if let Some(dst) = buf.get_mut(self.start..self.start + self.len) {
+            dst.copy_from_slice(&self.head[..self.len]);
+        }
+    }
+}
+
+/// [`tag_for_uplink`] inside the buffer: the host frame `buf[start..]` becomes the whole of
+/// `buf`, tagged, when `start` is exactly the octets tagging adds (4 per added tag, less 4
+/// for a CN-TAG removed). Only the header before the payload's EtherType moves; the payload
+/// stays. `None` (and `buf` untouched) when the frame does not walk, the headroom does not
+/// match, or the header is unusually long: the caller then copies with [`tag_for_uplink`].
+pub fn tag_in_place(
+    buf: &mut [u8],
+    start: usize,
+    pcp: u8,
+    vid: u16,
+    rpid: Option<u16>,
+) -> Option<Untag> {
+    let frame = buf.get(start..)?;
+    let info = walk(frame).ok()?;
+    let (x, skip) = match info.cn_tag_offset {
+        Some(c) => (c, 4),
+        None => (info.payload_offset - 2, 0),
+    };
+    let grows = if info.vlan_offset.is_none() { 4 } else { 0 } + if rpid.is_some() { 4 } else { 0 };
+    // The tagged header is x + grows octets long and must end where the old one did.
+    let len = x + skip;
+    if start + skip != grows || len > MOVED_HEADER_MAX {
+        return None;
+    }
+    let mut head = [0u8; MOVED_HEADER_MAX];
+    head[..len].copy_from_slice(&frame[..len]);
+    let old = &head[..len];
+    let mut at = 0;
+    let mut put = |b: &mut [u8], bytes: &[u8]| {
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        at += bytes.len();
+    };
+    let head_end = match info.vlan_offset {
+        Some(v) => {
+            // Walk validated the tag: 4 octets at `v`.
+            let tci = u16::from_be_bytes([old[v + 2], old[v + 3]]);
+            let tci = (tci & 0x1fff) | (u16::from(pcp & 7) << 13);
+            put(buf, &old[..v + 2]);
+            put(buf, &tci.to_be_bytes());
+            v + 4
+        }
+        None => {
+            put(buf, &old[..12]);
+            put(buf, &TPID.to_be_bytes());
+            put(
+                buf,
+                &((u16::from(pcp & 7) << 13) | (vid & 0x0fff)).to_be_bytes(),
+            );
+            12
+        }
+    };
+    put(buf, &old[head_end..x]);
+    if let Some(r) = rpid {
+        put(buf, &u16::from(EtherType::CnTag).to_be_bytes());
+        put(buf, &r.to_be_bytes());
+    }
+    debug_assert_eq!(at, start + len);
+    Some(Untag { start, len, head })
 }
 
 /// Writes `frame` as the host should see it into `out`: without its CN-TAG, and without its
@@ -174,6 +268,47 @@ mod tests {
                 assert_eq!(&buf[start..], &expect[..], "frame {frame:02x?} vid {vid}");
             }
         }
+    }
+
+    /// `tag_in_place` gives what `tag_for_uplink` gives whenever the headroom matches, leaves
+    /// the buffer alone when it does not, and `restore` gives the host frame back.
+    #[test]
+    fn tagging_in_place_matches_tagging_into_a_copy() {
+        let f = untagged();
+        let mut tagged_by_host = Vec::new();
+        tag_for_uplink(&f, 1, 42, Some(9), &mut tagged_by_host).unwrap();
+        let mut vlan_only = Vec::new();
+        tag_for_uplink(&f, 2, 7, None, &mut vlan_only).unwrap();
+        let mut in_place = 0;
+        for base in [&f, &tagged_by_host, &vlan_only] {
+            for (pcp, vid, rpid) in [(3, 0, Some(7)), (5, 100, None), (0, 200, Some(1))] {
+                let mut expect = Vec::new();
+                tag_for_uplink(base, pcp, vid, rpid, &mut expect).unwrap();
+                for start in 0..=UPLINK_HEADROOM {
+                    let mut buf = vec![0xee; start];
+                    buf.extend_from_slice(base);
+                    let before = buf.clone();
+                    match tag_in_place(&mut buf, start, pcp, vid, rpid) {
+                        Some(undo) => {
+                            in_place += 1;
+                            assert_eq!(buf, expect, "{base:02x?} {rpid:?} start {start}");
+                            undo.restore(&mut buf);
+                            assert_eq!(&buf[start..], &before[start..]);
+                        }
+                        None => {
+                            assert_eq!(buf, before);
+                            assert_ne!(expect.len(), base.len() + start);
+                        }
+                    }
+                }
+            }
+        }
+        // Each (frame, tagging) pair has one matching headroom (0, 4 or 8 octets), except a
+        // CN-TAG removed without one added: the frame shrinks, which only a copy does.
+        assert_eq!(in_place, 8);
+        let mut short = vec![0u8; 10];
+        assert!(tag_in_place(&mut short, 8, 3, 0, None).is_none());
+        assert!(tag_in_place(&mut short, 11, 3, 0, None).is_none());
     }
 
     #[test]
