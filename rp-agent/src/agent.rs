@@ -6,7 +6,9 @@
 //!                                                              ├─ round-robin, per-flow
 //!                                                              │  limiter at CR, PAUSE/PFC,
 //!                                                              ▼  line pacer ─► poll_uplink
-//! handle_uplink ─► CNM ─► flow's reaction point (rate)          (802.1Q tag + CN-TAG)
+//! handle_uplink ─► CNM ─► flow's reaction point (rate)          (802.1Q tag + CN-TAG,
+//!                                                                in place when the host frame
+//!                                                                came with headroom)
 //!               ─► rate feedback (0x88B5) ─► flow's explicit-rate source
 //!               ─► PAUSE/PFC ─► pause state
 //!               ─► other ─► strip tags ─► host queue ─► poll_host
@@ -1091,7 +1093,7 @@ mod tests {
         let f = frame(PEER, 100);
         // Sends the frame handed over after `room` octets; returns what went up and whether
         // it went up in the buffer handed over. The first offer to `tx` is refused.
-        let mut send = |a: &mut Agent, at: Instant, room: usize| {
+        let send = |a: &mut Agent, at: Instant, room: usize| {
             let mut buf = vec![0xaa; room];
             buf.extend_from_slice(&f);
             let ptr = buf.as_ptr();
