@@ -52,7 +52,12 @@
 //! # Cost
 //! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer (none
 //! for a frame handed over in the caller's buffer and taken out the same way,
-//! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. No heap allocation once the buffers and queues have grown to the
+//! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. [`Bridge::poll_transmit`] and
+//! [`Bridge::poll_timeout`] visit only the *busy* ports: a port is marked busy whenever
+//! something may give it work (a frame received on it, a frame entering one of its output
+//! queues or its control queue, a change of its input buffers' PAUSE state, any run-time
+//! change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE to refresh
+//! or watch and no neighbour entry to expire, so an idle port costs one flag test. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
 use crate::config::{
@@ -150,6 +155,9 @@ pub struct Bridge {
     /// `buffers.on_output_full == Drop`: the fabric drops instead of holding frames.
     drop_at_output: bool,
     ports: Vec<Port>,
+    /// Per port: it may have work for `poll_transmit` or a deadline for `poll_timeout`
+    /// (see "Cost" above; false only for a port [`Port::idle`] when last served).
+    busy: Vec<bool>,
     /// Input buffers, index `input * 8 + priority`.
     inbufs: Vec<InputBuffer>,
     /// Rings of inputs with frames for (output, priority), index `output * 8 + priority`.
@@ -280,6 +288,20 @@ struct Port {
     remap: [u8; P],
 }
 
+impl Port {
+    /// Nothing for `poll_transmit` to do or for `poll_timeout` to report until something
+    /// reaches the port: no frame queued (control, delay line, data), no PAUSE to refresh,
+    /// no PAUSE received being watched, no neighbour entry to expire.
+    fn idle(&self) -> bool {
+        self.ctl.is_empty()
+            && self.backlog == 0
+            && self.delay.next_due().is_none()
+            && self.pause_gen.refresh_at().is_none()
+            && self.pause_rx.at_rest()
+            && self.neighbour_cn.is_none()
+    }
+}
+
 impl Bridge {
     /// A bridge for `cfg` (validated first). `rng` seeds the FDB hash and the congestion
     /// points' sampling.
@@ -368,6 +390,7 @@ impl Bridge {
             watchdog: cfg.lossless.watchdog,
             control_frames: cfg.buffers.control_frames,
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
+            busy: vec![true; n],
             ports,
             inbufs: (0..n * P)
                 .map(|_| {
@@ -517,6 +540,7 @@ impl Bridge {
         let Some(port) = self.ports.get_mut(i) else {
             return;
         };
+        self.busy[i] = true;
         let len = frame.bytes().len();
         port.counters.rx_frames += 1;
         port.counters.rx_bytes += len as u64;
@@ -717,8 +741,13 @@ impl Bridge {
         if self.lldp_due.is_some() {
             self.run_lldp(now);
         }
+        // Serving a port may give another work (a PAUSE or CNM for an input): the flags are
+        // read as the loop reaches each port, as the ports themselves were before.
         for o in 0..self.ports.len() {
-            self.transmit_port(now, o, tx);
+            if self.busy[o] {
+                self.transmit_port(now, o, tx);
+                self.busy[o] = !self.ports[o].idle();
+            }
         }
     }
 
@@ -741,6 +770,9 @@ impl Bridge {
             consider(t);
         }
         for (o, port) in self.ports.iter().enumerate() {
+            if !self.busy[o] {
+                continue;
+            }
             if let Some(t) = port.pause_gen.refresh_at() {
                 consider(t);
             }
@@ -784,6 +816,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
+        self.busy[port.index()] = true;
         if rate == Some(Rate::ZERO) {
             return;
         }
@@ -804,6 +837,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
+        self.busy[port.index()] = true;
         pt.delay.set_delay(delay);
         self.event(Event::DelayChange {
             at: now,
@@ -823,6 +857,8 @@ impl Bridge {
         if pt.up == up {
             return;
         }
+        // Inputs draining their frames for `o` may send XON: every port is looked at.
+        self.busy.fill(true);
         pt.up = up;
         // Whatever the neighbour said is void once the link goes down (802.1AB clause
         // 9.2.7.7: the remote systems' data of a port whose link is lost are deleted).
@@ -894,6 +930,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
+        self.busy[port.index()] = true;
         pt.counters.tx_frames = pt.counters.tx_frames.saturating_sub(1);
         pt.counters.tx_bytes = pt.counters.tx_bytes.saturating_sub(len as u64);
         self.drop_frame(now, port, None, DropReason::TxRefused);
@@ -1115,6 +1152,7 @@ impl Bridge {
     /// CP samples here.
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
+        self.busy[i] = true;
         if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
             self.send_pause(now, i, p, on);
         }
@@ -1426,6 +1464,7 @@ impl Bridge {
     /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
     #[inline]
     fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
+        self.busy[j] = true;
         if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
             self.send_pause(now, j, p, on);
         }
@@ -1474,6 +1513,7 @@ impl Bridge {
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
+            self.busy[o] = true;
             self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
@@ -1500,6 +1540,7 @@ impl Bridge {
             return false;
         }
         self.ports[port].ctl.push_back(f);
+        self.busy[port] = true;
         true
     }
 

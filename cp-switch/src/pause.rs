@@ -302,6 +302,14 @@ impl PauseRx {
         self.storm
     }
 
+    /// No priority armed, re-asserted or in a storm: [`PauseRx::watchdog`] has nothing to
+    /// change and [`PauseRx::watchdog_due`] nothing to report until a
+    /// PAUSE/PFC frame is received.
+    #[inline]
+    pub fn at_rest(&self) -> bool {
+        self.armed | self.storm | self.reasserted == 0
+    }
+
     /// When the watchdog next has something to decide with detection time `limit`: the
     /// earliest instant a re-asserted pause reaches `limit`, or a storm's pause lapses.
     pub fn watchdog_due(&self, limit: Duration) -> Option<Instant> {
