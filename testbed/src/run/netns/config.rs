@@ -303,7 +303,277 @@ pub fn agent_config_at(
 
 #[cfg(test)]
 mod tests {
+    //! The typed writer against the table writer it replaced: for every shipped scenario (the
+    //! built-ins, `scenarios/repro`, `scenarios/sim`), with and without the mode flags, every
+    //! switch's and every host's configuration text must load (as the daemons load it) to the
+    //! same settings as the text the table writer produced.
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+    use crate::run::modes::{self, CpModeArg, CulpritArg, ModeFlags, RpModeArg};
+
+    /// The table writer as it was, reading the scenario's tables from [`Scenario::tree`].
+    mod table_writer {
+        use super::*;
+
+        fn s(v: impl std::fmt::Display) -> toml::Value {
+            toml::Value::String(v.to_string())
+        }
+
+        fn table_at(sc: &Scenario, kind: &str, node: &str, key: &str) -> toml::Table {
+            sc.tree
+                .get(kind)
+                .and_then(|v| v.get(node))
+                .and_then(|v| v.get(key))
+                .and_then(|v| v.as_table())
+                .cloned()
+                .unwrap_or_default()
+        }
+
+        fn overlay(t: &mut toml::Table, a: &toml::Table, b: &toml::Table) {
+            for (k, vb) in b {
+                match (a.get(k), vb) {
+                    (Some(va), _) if va == vb => {}
+                    (Some(toml::Value::Table(ta)), toml::Value::Table(tb)) => {
+                        let sub = t
+                            .entry(k.clone())
+                            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                        overlay(sub.as_table_mut().unwrap(), ta, tb);
+                    }
+                    _ => {
+                        t.insert(k.clone(), vb.clone());
+                    }
+                }
+            }
+        }
+
+        fn overlay_scaled<T: serde::Serialize>(t: &mut toml::Table, parsed: &T, scaled: &T) {
+            let a = toml::Table::try_from(parsed).unwrap();
+            let b = toml::Table::try_from(scaled).unwrap();
+            overlay(t, &a, &b);
+        }
+
+        fn agent_text(
+            sc: &Scenario,
+            mut t: toml::Table,
+            host: &str,
+            line: Rate,
+            k: Scaling,
+        ) -> String {
+            if !t.contains_key("line_rate") {
+                t.insert("line_rate".into(), s(line));
+            }
+            if let Some(m) = sc.topo.host_macs().get(host) {
+                t.entry("mac").or_insert_with(|| s(m));
+            }
+            let cfg: rp_agent::AgentConfig = t.clone().try_into().unwrap();
+            let given_catch_up = t.contains_key("catch_up");
+            overlay_scaled(&mut t, &cfg, &cfg.scale(k.loop_mul));
+            t.entry("wire_overhead")
+                .or_insert(toml::Value::Boolean(false));
+            if !given_catch_up {
+                t.insert("catch_up".into(), s("5ms"));
+            }
+            toml::to_string(&t).unwrap()
+        }
+
+        fn merge_rp(agent: &mut toml::Table, set: &toml::Table) {
+            for (k, v) in set {
+                let k = k.strip_prefix("rp.").unwrap_or(k);
+                if k == rp_agent::config::RP_MODE_KEY {
+                    agent.insert(k.to_string(), v.clone());
+                } else {
+                    let rp = agent
+                        .entry("rp")
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                    rp.as_table_mut().unwrap().insert(k.to_string(), v.clone());
+                }
+            }
+        }
+
+        pub fn agent_at(
+            sc: &Scenario,
+            host: &str,
+            line: Rate,
+            k: Scaling,
+            start: Duration,
+        ) -> String {
+            let mut t = table_at(sc, "host", host, "agent");
+            let mut evs: Vec<_> = sc.topo.event.iter().filter(|e| e.at <= start).collect();
+            evs.sort_by_key(|e| e.at);
+            let mut line = line;
+            for e in evs {
+                match e.kind() {
+                    EventKind::Host { host: h, set } if h == host => {
+                        merge_rp(&mut t, &daemon_kit::patch::table(&set.operands));
+                    }
+                    EventKind::Link { link, dir, rate } => {
+                        use crate::sim::topo::DirSpec;
+                        let sends = sc.topo.link.iter().any(|l| {
+                            let name = l.name.clone().unwrap_or_else(|| format!("{}-{}", l.a, l.b));
+                            name == *link
+                                && ((l.a == host && matches!(dir, DirSpec::AToB | DirSpec::Both))
+                                    || (l.b == host
+                                        && matches!(dir, DirSpec::BToA | DirSpec::Both)))
+                        });
+                        if sends {
+                            line = *rate;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            agent_text(sc, t, host, line, k)
+        }
+
+        /// The `[bridge]` table of the switch's text (the rest of the file is not typed).
+        pub fn bridge(sc: &Scenario, graph: &Graph, sw: &str, k: Scaling) -> String {
+            let mut bridge = table_at(sc, "switch", sw, "bridge");
+            let given_shaper = bridge
+                .get("shaper")
+                .and_then(|v| v.as_table())
+                .cloned()
+                .unwrap_or_default();
+            let parsed: cp_switch::BridgeConfig = bridge.clone().try_into().unwrap();
+            overlay_scaled(&mut bridge, &parsed, &parsed.scale(k.loop_mul));
+            let mut shaper = bridge
+                .get("shaper")
+                .and_then(|v| v.as_table())
+                .cloned()
+                .unwrap_or_default();
+            for (key, v) in [
+                ("wire_overhead", toml::Value::Boolean(false)),
+                ("fcs", toml::Value::Boolean(false)),
+                ("pad", toml::Value::Boolean(false)),
+                ("catch_up", s("5ms")),
+            ] {
+                if !given_shaper.contains_key(key) {
+                    shaper.insert(key.into(), v);
+                }
+            }
+            bridge.insert("shaper".into(), toml::Value::Table(shaper));
+            if sc.topo.switch.get(sw).map_or(true, |x| x.static_fdb) {
+                let macs = sc.topo.host_macs();
+                let mut fdb = bridge
+                    .get("fdb")
+                    .and_then(|v| v.as_table())
+                    .cloned()
+                    .unwrap_or_default();
+                let mut entries = fdb
+                    .get("static_entries")
+                    .and_then(|v| v.as_array())
+                    .cloned()
+                    .unwrap_or_default();
+                for (h, port) in graph.fdb(sw) {
+                    if let Some(m) = macs.get(&h) {
+                        let mut e = toml::Table::new();
+                        e.insert("mac".into(), s(m));
+                        e.insert("port".into(), s(port));
+                        entries.push(toml::Value::Table(e));
+                    }
+                }
+                fdb.insert("static_entries".into(), toml::Value::Array(entries));
+                bridge.insert("fdb".into(), toml::Value::Table(fdb));
+            }
+            toml::to_string(&bridge).unwrap()
+        }
+    }
+
+    /// Every shipped scenario, as loaded and with a few mode flags applied.
+    fn shipped() -> Vec<Scenario> {
+        let mut specs: Vec<String> = crate::scenario::list()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for sub in ["", "repro", "sim"] {
+            let mut files: Vec<_> = std::fs::read_dir(root.join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            files.sort();
+            specs.extend(files.iter().map(|p| p.display().to_string()));
+        }
+        let flags = [
+            ModeFlags::default(),
+            ModeFlags {
+                cp_mode: Some(CpModeArg::Fqcn),
+                culprit: None,
+                rp_mode: Some(RpModeArg::AdaptiveBcQcnBs),
+            },
+            ModeFlags {
+                cp_mode: Some(CpModeArg::Qcn),
+                culprit: Some(CulpritArg::OccupancyRandom),
+                rp_mode: Some(RpModeArg::QcnBs),
+            },
+        ];
+        let mut out = Vec::new();
+        for spec in specs {
+            let sc = crate::scenario::load(&spec, &[]).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            for f in &flags {
+                // Combinations the mode check refuses are not run.
+                if let Ok(v) = modes::apply(&sc, f) {
+                    out.push(v);
+                }
+            }
+        }
+        out
+    }
+
+    /// A switch file's `[bridge]` as the daemon reads it, and the rest of the file.
+    fn switch_parts(text: &str) -> (String, toml::Table) {
+        let mut top: toml::Table = text.parse().unwrap();
+        let bridge = top.remove("bridge").unwrap();
+        let cfg: cp_switch::BridgeConfig = bridge.try_into().unwrap();
+        (format!("{cfg:?}"), top)
+    }
+
+    fn agent_settings(text: &str) -> String {
+        let cfg: rp_agent::AgentConfig = toml::from_str(text).unwrap();
+        format!("{cfg:?}")
+    }
+
+    #[test]
+    fn typed_writer_matches_the_table_writer_on_every_shipped_scenario() {
+        let dir = Path::new("/run/test");
+        let mut checked = (0, 0);
+        for sc in shipped() {
+            let k = Scaling::netns(&sc);
+            let graph = sc.topo.graph();
+            for sw in &graph.switches {
+                let text = switch_config(&sc, &graph, sw, k, dir, dir, 7).unwrap();
+                let (cfg, rest) = switch_parts(&text);
+                let old: cp_switch::BridgeConfig =
+                    toml::from_str(&table_writer::bridge(&sc, &graph, sw, k)).unwrap();
+                assert_eq!(cfg, format!("{old:?}"), "{}: switch {sw}", sc.file);
+                assert!(rest.contains_key("port") && rest.contains_key("seed"));
+                checked.0 += 1;
+            }
+            let mut starts: Vec<Duration> = sc.topo.flow.iter().map(|f| f.start).collect();
+            starts.extend(sc.topo.event.iter().map(|e| e.at));
+            starts.push(Duration::ZERO);
+            for h in &graph.hosts {
+                let line = uplink_rate(&sc, &graph, h);
+                for &at in &starts {
+                    let new = agent_config_at(&sc, h, line, k, at).unwrap();
+                    let old = table_writer::agent_at(&sc, h, line, k, at);
+                    assert_eq!(
+                        agent_settings(&new),
+                        agent_settings(&old),
+                        "{}: host {h} at {at}",
+                        sc.file
+                    );
+                    checked.1 += 1;
+                }
+            }
+        }
+        println!(
+            "{} switch and {} agent files compared",
+            checked.0, checked.1
+        );
+        assert!(checked.0 > 20 && checked.1 > 100, "{checked:?}");
+    }
 
     /// The switch's `ingress_stage` in its daemon configuration: on unless the scenario says.
     fn stage_of(sets: &[String]) -> Option<bool> {
