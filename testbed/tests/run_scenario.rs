@@ -111,7 +111,10 @@ fn set_overrides_by_index_name_and_table() {
     );
     assert_eq!(sc.scale(), 10.0);
     let bridge = sc.topo.switch["sw0"].bridge.clone().unwrap();
-    assert_eq!(bridge["cp"]["cp_queue_set_point"].as_str(), Some("20KB"));
+    assert_eq!(
+        bridge.config.cp.cp_queue_set_point,
+        cnm_proto::Bytes::new(20_000)
+    );
 }
 
 #[test]

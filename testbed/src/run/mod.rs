@@ -363,21 +363,21 @@ mod tests {
         let v = apply_variant(&sc, "input/qcn-bs").unwrap();
         for sw in v.topo.switch.values() {
             let b = sw.bridge.clone().unwrap();
-            assert_eq!(b["cp"]["placement"].as_str(), Some("input"));
+            assert_eq!(b.config.cp.placement, cp_switch::Placement::Input);
         }
         for h in v.topo.host.values() {
             let a = h.agent.clone().unwrap();
-            assert_eq!(a["rp_mode"].as_str(), Some("qcn-bs"));
+            assert_eq!(a.config.rp_mode, rp_agent::RpMode::QcnBs);
         }
         assert!(apply_variant(&sc, "fastest").is_err());
         let er = apply_variant(&sc, "explicit-rate").unwrap();
         let b = er.topo.switch["sw0"].bridge.clone().unwrap();
-        assert_eq!(b["cp"]["mode"].as_str(), Some("explicit-rate"));
+        assert_eq!(b.config.cp.mode, cp_switch::CpMode::ExplicitRate);
         let a = er.topo.host["h0"].agent.clone().unwrap();
-        assert_eq!(a["rp_mode"].as_str(), Some("explicit-rate"));
+        assert_eq!(a.config.rp_mode, rp_agent::RpMode::ExplicitRate);
         let f = apply_variant(&sc, "fqcn").unwrap();
         let b = f.topo.switch["sw0"].bridge.clone().unwrap();
-        assert_eq!(b["cp"]["mode"].as_str(), Some("fqcn"));
+        assert_eq!(b.config.cp.mode, cp_switch::CpMode::Fqcn);
         assert!(f.topo.host["h0"].agent.is_none());
         let same = apply_variant(&sc, "qcn").unwrap();
         assert_eq!(same.tree, sc.tree);

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use cp_switch::{BridgeConfig, CpMode, Culprit, Placement};
+use cp_switch::{CpMode, Culprit, Placement};
 use rp_agent::RpMode;
 
 use crate::scenario::Scenario;
@@ -162,13 +162,14 @@ struct CpView {
     culprit: Culprit,
 }
 
-fn switch_cp(sc: &Scenario, name: &str, flags: &ModeFlags) -> anyhow::Result<CpView> {
-    let cfg = match sc.topo.switch.get(name).and_then(|s| s.bridge.clone()) {
-        Some(t) => t
-            .try_into::<BridgeConfig>()
-            .map_err(|e| anyhow::anyhow!("{}: switch.{name}.bridge: {}", sc.file, e.message()))?,
-        None => BridgeConfig::default(),
-    };
+fn switch_cp(sc: &Scenario, name: &str, flags: &ModeFlags) -> CpView {
+    // Typed when the scenario was parsed.
+    let cfg = sc
+        .topo
+        .switch
+        .get(name)
+        .map(|s| s.bridge_spec().config)
+        .unwrap_or_default();
     let mode = match flags.cp_mode {
         Some(CpModeArg::Qcn) => CpMode::Qcn,
         Some(CpModeArg::Fqcn) => CpMode::Fqcn,
@@ -181,30 +182,20 @@ fn switch_cp(sc: &Scenario, name: &str, flags: &ModeFlags) -> anyhow::Result<CpV
         Some(CulpritArg::OccupancyRandom) => Culprit::OccupancyRandom,
         None => cfg.cp.culprit,
     };
-    Ok(CpView {
+    CpView {
         placement: cfg.cp.placement,
         mode,
         culprit,
-    })
+    }
 }
 
-fn host_rp(sc: &Scenario, name: &str) -> anyhow::Result<RpMode> {
-    let v = sc
-        .topo
+/// A host's reaction-point mode as the file gives it (typed when the scenario was parsed).
+fn host_rp(sc: &Scenario, name: &str) -> RpMode {
+    sc.topo
         .host
         .get(name)
-        .and_then(|h| h.agent.as_ref())
-        .and_then(|a| a.get("rp_mode"));
-    match v {
-        None => Ok(RpMode::Qcn),
-        Some(toml::Value::String(s)) => s
-            .parse()
-            .map_err(|e| anyhow::anyhow!("{}: host.{name}.agent.rp_mode: {e}", sc.file)),
-        Some(other) => anyhow::bail!(
-            "{}: host.{name}.agent.rp_mode: expected a string, found {other}",
-            sc.file
-        ),
-    }
+        .map(|h| h.agent_spec().config.rp_mode)
+        .unwrap_or_default()
 }
 
 fn cp_src(flags: &ModeFlags, s: &str) -> String {
@@ -234,7 +225,7 @@ pub fn check(sc: &Scenario, flags: &ModeFlags) -> anyhow::Result<()> {
     let mut cps = check_switches(sc, flags)?;
     let mut rps: BTreeMap<&str, RpMode> = BTreeMap::new();
     for h in sc.topo.host.keys() {
-        rps.insert(h, host_rp(sc, h)?);
+        rps.insert(h, host_rp(sc, h));
     }
     check_flows(sc, flags, &cps, &rps).map_err(|e| anyhow::anyhow!("{}: {e}", sc.file))?;
     // Parameter-change events may switch modes during the run: every state the run passes
@@ -306,7 +297,7 @@ fn check_switches<'a>(
 ) -> anyhow::Result<BTreeMap<&'a str, CpView>> {
     let mut cps: BTreeMap<&str, CpView> = BTreeMap::new();
     for s in sc.topo.switch.keys() {
-        let v = switch_cp(sc, s, flags)?;
+        let v = switch_cp(sc, s, flags);
         // The flags act on every congestion point; a switch without any is left alone (an edge
         // switch), unless no switch has congestion points at all (below).
         if v.placement != Placement::Off && v.mode != CpMode::Qcn && v.culprit != Culprit::Arrival {
@@ -417,12 +408,12 @@ mod tests {
         let v = apply(&sc, &f).unwrap();
         for sw in v.topo.switch.values() {
             let b = sw.bridge.clone().unwrap();
-            assert_eq!(b["cp"]["mode"].as_str(), Some("qcn"));
-            assert_eq!(b["cp"]["culprit"].as_str(), Some("occupancy-random"));
+            assert_eq!(b.config.cp.mode, CpMode::Qcn);
+            assert_eq!(b.config.cp.culprit, Culprit::OccupancyRandom);
         }
         for h in v.topo.host.values() {
             let a = h.agent.clone().unwrap();
-            assert_eq!(a["rp_mode"].as_str(), Some("adaptive-bc+qcn-bs"));
+            assert_eq!(a.config.rp_mode, RpMode::AdaptiveBcQcnBs);
         }
         assert_eq!(
             f.label().as_deref(),
@@ -494,7 +485,7 @@ mod tests {
         let two = crate::scenario::load("repro-inputcp-victim-2src", &[]).unwrap();
         let v = apply(&two, &flags(None, Some(CulpritArg::OccupancyRandom), None)).unwrap();
         let b = v.topo.switch["sw0"].bridge.clone().unwrap();
-        assert_eq!(b["cp"]["culprit"].as_str(), Some("occupancy-random"));
+        assert_eq!(b.config.cp.culprit, Culprit::OccupancyRandom);
     }
 
     #[test]

@@ -45,13 +45,8 @@ fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunM
     // Qeq and Qhigh of the bottleneck's switch.
     if let Some(li) = bn.as_deref().and_then(|b| graph.link_index(b)) {
         let sw = &graph.links[li].a.node;
-        if let Some(cfg) = sc
-            .topo
-            .switch
-            .get(sw)
-            .and_then(|s| s.bridge.clone())
-            .and_then(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
-        {
+        if let Some(spec) = sc.topo.switch.get(sw).and_then(|s| s.bridge.as_ref()) {
+            let cfg = &spec.config;
             if cfg.cp.placement != cp_switch::Placement::Off {
                 meta.q_eq_bytes = Some(cfg.cp.cp_queue_set_point.get());
             }
@@ -108,11 +103,7 @@ fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunM
 /// considered: the file's settings are the ones the window is judged against.
 fn rp_recovery(sc: &Scenario, k: Scaling) -> Option<f64> {
     let cnms_sent = sc.topo.switch.values().any(|s| {
-        let cfg = s
-            .bridge
-            .clone()
-            .and_then(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
-            .unwrap_or_default();
+        let cfg = s.bridge_spec().config;
         cfg.cp.placement != cp_switch::Placement::Off
             && cfg.cp.mode != cp_switch::CpMode::ExplicitRate
     });
@@ -123,16 +114,14 @@ fn rp_recovery(sc: &Scenario, k: Scaling) -> Option<f64> {
         .flow
         .iter()
         .filter_map(|f| {
-            let mut t = sc
+            // The world supplies the line rate when the file does not; it does not matter here.
+            let cfg = sc
                 .topo
                 .host
                 .get(&f.src)
-                .and_then(|h| h.agent.clone())
-                .unwrap_or_default();
-            // The world supplies the line rate when the file does not; it does not matter here.
-            t.entry("line_rate")
-                .or_insert_with(|| toml::Value::String("1gbit".into()));
-            let cfg: rp_agent::AgentConfig = t.try_into().ok()?;
+                .map(|h| h.agent_spec())
+                .unwrap_or_default()
+                .config;
             (!cfg.rp_mode.explicit_rate()).then(|| {
                 crate::analysis::fidelity::rp_recovery_s(
                     cfg.rp.rpg_threshold,
@@ -178,8 +167,8 @@ fn add_flows(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, run: &mut Run
         .topo
         .switch
         .values()
-        .filter_map(|s| s.bridge.clone())
-        .filter_map(|t| t.try_into::<cp_switch::BridgeConfig>().ok())
+        .filter_map(|s| s.bridge.as_ref())
+        .map(|b| b.config.clone())
         .filter(|c| {
             c.cp.mode == cp_switch::CpMode::Fqcn && c.cp.placement != cp_switch::Placement::Off
         })

@@ -42,6 +42,7 @@
 //! Every error names the file, the line when the text has one, and the field.
 
 pub mod graph;
+pub mod settings;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -190,7 +191,9 @@ pub struct Scenario {
     pub meta: Meta,
     /// Everything else.
     pub topo: Topology,
-    /// The TOML tree after overrides, `[scenario]` included (for re-applying variants).
+    /// The TOML tree after overrides, `[scenario]` included. Only the `--set` edge reads it
+    /// (`KEY=VALUE` overrides and the mode flags re-parse the whole file from it,
+    /// [`Scenario::with_overrides`]); everything else reads the typed [`Scenario::topo`].
     pub tree: toml::Table,
 }
 

@@ -80,9 +80,10 @@ use super::engine::{Action, Direction, LinkId, LinkSpec, NodeId, Sim, SimBuilder
 use super::host::{FlowSpec, HostNode};
 use super::tcp::{IncastSpec, TcpHost};
 use crate::scenario::graph::{Graph, LinkDecl};
+use crate::scenario::settings::{AgentGiven, AgentSpec, BridgeSpec, SettingsError};
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant, Rate};
-use cp_switch::config::StaticEntry;
+use cp_switch::config::{ShaperConfig, StaticEntry};
 use cp_switch::BridgeConfig;
 use rp_agent::gen::Pattern;
 use rp_agent::AgentConfig;
@@ -143,10 +144,10 @@ struct TopologyFile {
     output: OutputSpec,
     /// Switches by name.
     #[serde(default)]
-    switch: BTreeMap<String, SwitchSpec>,
+    switch: BTreeMap<String, SwitchFile>,
     /// Hosts by name.
     #[serde(default)]
-    host: BTreeMap<String, HostSpec>,
+    host: BTreeMap<String, HostFile>,
     /// Links.
     #[serde(default)]
     link: Vec<LinkEntry>,
@@ -201,21 +202,36 @@ pub struct PcapSpec {
 }
 
 /// `[switch.NAME]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct SwitchSpec {
     /// Pin every host's MAC in the FDB on the port towards it (shortest path). Default true:
     /// otherwise frames to a silent receiver are flooded to every host.
-    #[serde(default = "yes")]
     pub static_fdb: bool,
     /// Namespace runs: the switch daemon's ingress link-rate stage (frames reach the bridge no
     /// faster than their link could have delivered them). Default true; the simulator's links
     /// are exact and have no use for it.
-    #[serde(default = "yes")]
     pub ingress_stage: bool,
-    /// Bridge settings (kept as a table; parsed into `BridgeConfig` at build).
+    /// `[switch.NAME.bridge]`, typed by the parser; `None` when the file has no such table.
+    pub bridge: Option<BridgeSpec>,
+}
+
+impl SwitchSpec {
+    /// The bridge settings (the defaults when the file gives none).
+    pub fn bridge_spec(&self) -> BridgeSpec {
+        self.bridge.clone().unwrap_or_default()
+    }
+}
+
+/// `[switch.NAME]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchFile {
+    #[serde(default = "yes")]
+    static_fdb: bool,
+    #[serde(default = "yes")]
+    ingress_stage: bool,
     #[serde(default)]
-    pub bridge: Option<toml::Table>,
+    bridge: Option<toml::Table>,
 }
 
 fn yes() -> bool {
@@ -223,14 +239,28 @@ fn yes() -> bool {
 }
 
 /// `[host.NAME]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct HostSpec {
     /// MAC address.
     pub mac: Option<EthernetAddress>,
-    /// Agent settings (parsed into `AgentConfig` at build).
+    /// `[host.NAME.agent]`, typed by the parser; `None` when the file has no such table.
+    pub agent: Option<AgentSpec>,
+}
+
+impl HostSpec {
+    /// The agent settings (the defaults when the file gives none).
+    pub fn agent_spec(&self) -> AgentSpec {
+        self.agent.clone().unwrap_or_default()
+    }
+}
+
+/// `[host.NAME]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostFile {
+    mac: Option<EthernetAddress>,
     #[serde(default)]
-    pub agent: Option<toml::Table>,
+    agent: Option<toml::Table>,
 }
 
 /// `[[link]]`.
@@ -684,12 +714,49 @@ impl Topology {
                 msg,
             })?);
         }
+        let err = |field: String, e: SettingsError| TopoError {
+            file: label.into(),
+            field: if e.key.is_empty() {
+                field
+            } else {
+                format!("{field}.{}", e.key)
+            },
+            msg: e.reason,
+        };
+        let mut switch = BTreeMap::new();
+        for (name, sw) in f.switch {
+            let bridge = match &sw.bridge {
+                Some(t) => Some(
+                    BridgeSpec::from_table(t)
+                        .map_err(|e| err(format!("switch.{name}.bridge"), e))?,
+                ),
+                None => None,
+            };
+            switch.insert(
+                name,
+                SwitchSpec {
+                    static_fdb: sw.static_fdb,
+                    ingress_stage: sw.ingress_stage,
+                    bridge,
+                },
+            );
+        }
+        let mut host = BTreeMap::new();
+        for (name, h) in f.host {
+            let agent = match &h.agent {
+                Some(t) => Some(
+                    AgentSpec::from_table(t).map_err(|e| err(format!("host.{name}.agent"), e))?,
+                ),
+                None => None,
+            };
+            host.insert(name, HostSpec { mac: h.mac, agent });
+        }
         Ok(Topology {
             seed: f.seed,
             duration: f.duration,
             output: f.output,
-            switch: f.switch,
-            host: f.host,
+            switch,
+            host,
             link: f.link,
             flow,
             event,
@@ -1081,19 +1148,8 @@ impl Topology {
         macs: &BTreeMap<String, EthernetAddress>,
     ) -> Result<BridgeConfig, TopoError> {
         let field = format!("switch.{name}.bridge");
-        let mut cfg: BridgeConfig = match &sw.bridge {
-            Some(t) => {
-                if t.contains_key("ports") {
-                    return Err(
-                        self.err(format!("{field}.ports"), "ports come from [[link]] entries")
-                    );
-                }
-                t.clone()
-                    .try_into()
-                    .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?
-            }
-            None => BridgeConfig::default(),
-        };
+        // The simulator's line is the core's: preamble, FCS and padding counted.
+        let mut cfg = sw.bridge_spec().config_on(&ShaperConfig::default());
         if sw.static_fdb {
             for (h, port) in graph.fdb(name) {
                 if let Some(mac) = macs.get(&h) {
@@ -1167,19 +1223,14 @@ impl Topology {
         mac: EthernetAddress,
     ) -> Result<AgentConfig, TopoError> {
         let field = format!("host.{name}.agent");
-        let mut table = h.agent.clone().unwrap_or_default();
-        let first_link = graph.uplink(name).map(|li| self.link[li].rate);
-        if !table.contains_key("line_rate") {
-            if let Some(r) = first_link {
-                table.insert("line_rate".into(), toml::Value::String(r.to_string()));
-            }
-        }
-        if !table.contains_key("mac") {
-            table.insert("mac".into(), toml::Value::String(mac.to_string()));
-        }
-        let cfg: AgentConfig = table
-            .try_into()
-            .map_err(|e: toml::de::Error| self.err(&field, e.message().to_string()))?;
+        // The simulator's pacing is the core's; the line rate is the uplink's (the core's
+        // default without one).
+        let cfg = h.agent_spec().config_in(AgentGiven {
+            line_rate: graph.uplink(name).map(|li| self.link[li].rate),
+            mac: Some(mac),
+            catch_up: None,
+            wire_overhead: None,
+        });
         if let Err(e) = cfg.validate() {
             return Err(self.err(format!("{field}.{}", e.field), e.reason));
         }

@@ -1,26 +1,32 @@
-//! The daemons' configuration files in netns mode, scaled by S (QCN-REFERENCE §5).
+//! The daemons' configuration files in netns mode, scaled by S (QCN-REFERENCE §5), built from
+//! the scenario's typed settings ([`crate::scenario::settings`]) and written as TOML listing
+//! only what differs from the configuration types' defaults.
 //!
-//! * [`switch_config`]: the `cp-switch --config` text of a switch: the scenario's bridge table,
-//!   the veth line emulation (no preamble/FCS/padding, 5 ms catch-up), static FDB entries from
-//!   the [graph](crate::scenario::graph), one `[[port]]` per link with `rate` = link rate ÷ S
-//!   and `delay`; a switch port towards a host carries the delay of *both* directions of the
-//!   link (2 × delay × S: a veth pair has no delay of its own, and the feedback loop must see
-//!   the simulator's round trip), ports between switches one direction each.
-//! * [`agent_config`]: the `rp-agent --config` text of a host: its `[host.X.agent]` table with
-//!   every rate ÷ S and every time × S (the configuration types' `Scale`), and the veth
-//!   pacing defaults.
-//! * [`agent_config_at`]: the same for a generator starting later, with every earlier host
-//!   event and uplink-rate change folded in.
+//! * [`switch_config`]: the `cp-switch --config` text of a switch: the scenario's bridge
+//!   settings with every rate ÷ S and time × S (`BridgeSpec`'s `Scale`), the veth line
+//!   emulation where the scenario gives none (no preamble/FCS/padding, 5 ms catch-up), static
+//!   FDB entries from the [graph](crate::scenario::graph), one `[[port]]` per link with `rate`
+//!   = link rate ÷ S and `delay`; a switch port towards a host carries the delay of *both*
+//!   directions of the link (2 × delay × S: a veth pair has no delay of its own, and the
+//!   feedback loop must see the simulator's round trip), ports between switches one direction
+//!   each.
+//! * [`agent_config`]: the `rp-agent --config` text of a host: its agent settings with every
+//!   rate ÷ S and every time × S (`AgentSpec`'s `Scale`), the uplink's rate ÷ S and the host's
+//!   MAC unless the scenario gives them, and the veth pacing defaults.
+//! * [`agent_config_at`]: the same for a generator starting later, with the patch of every
+//!   earlier host event applied and the uplink-rate changes folded in.
 
 use std::path::Path;
 
 use cnm_proto::{Duration, Rate, Scale};
+use cp_switch::config::{ShaperConfig, StaticEntry};
 use rp_agent::gen::Pattern;
 
 use super::super::world::Scaling;
 use crate::scenario::graph::Graph;
+use crate::scenario::settings::{AgentGiven, AgentSpec};
 use crate::scenario::Scenario;
-use crate::sim::topo::{EventKind, ParamSet};
+use crate::sim::topo::EventKind;
 
 /// The `--pattern` argument of a generator with its rates ÷ `s`.
 pub fn scaled_pattern(p: &Pattern, s: f64) -> String {
@@ -39,75 +45,129 @@ fn s(v: impl std::fmt::Display) -> toml::Value {
     toml::Value::String(v.to_string())
 }
 
-/// Writes into `table` every setting whose value time scaling changed: the leaves of
-/// `scaled` that differ from `parsed` (both the typed configuration read from `table`), at
-/// their paths. What scaling covers is the configuration types' `Scale`, not a list here.
-fn overlay_scaled<T: serde::Serialize>(
-    table: &mut toml::Table,
-    parsed: &T,
-    scaled: &T,
-) -> anyhow::Result<()> {
-    fn merge(t: &mut toml::Table, a: &toml::Table, b: &toml::Table) {
-        for (k, vb) in b {
-            match (a.get(k), vb) {
-                (Some(va), _) if va == vb => {}
-                (Some(toml::Value::Table(ta)), toml::Value::Table(tb)) => {
-                    let sub = t
-                        .entry(k.clone())
-                        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-                    if let Some(st) = sub.as_table_mut() {
-                        merge(st, ta, tb);
-                    }
+/// A daemon's pacing on a veth pair where the scenario says nothing (not scaled: a property
+/// of the lab). A veth pair carries a frame's own octets, without preamble, FCS or padding, so
+/// the rate a receiver measures on its interface is the configured rate; and a user-space
+/// daemon on a busy machine is sometimes descheduled for a few milliseconds, which a 5 ms
+/// catch-up absorbs at the cost of a short burst (as the daemons' own defaults without a
+/// file).
+const VETH_CATCH_UP: Duration = Duration::from_millis(5);
+
+/// The switches' line emulation on veth (see [`VETH_CATCH_UP`]).
+fn veth_line() -> ShaperConfig {
+    ShaperConfig {
+        wire_overhead: false,
+        fcs: false,
+        pad: false,
+        catch_up: VETH_CATCH_UP,
+    }
+}
+
+/// `value` as a TOML table listing only the settings that differ from `default`, the
+/// configuration type's defaults: what a daemon reading it fills in is what was left out, and
+/// a reader of the file sees what the scenario changed.
+fn sparse_toml<T: serde::Serialize>(value: &T, default: &T) -> anyhow::Result<toml::Table> {
+    fn diff(path: &str, v: &toml::Table, d: &toml::Table) -> anyhow::Result<toml::Table> {
+        if let Some(k) = d.keys().find(|k| !v.contains_key(*k)) {
+            // An unset `Option` whose default is set cannot be written by leaving it out.
+            anyhow::bail!("{path}{k}: unset, and the default is set");
+        }
+        let mut out = toml::Table::new();
+        for (k, x) in v {
+            match (x, d.get(k)) {
+                (_, Some(y)) if x == y => {}
+                (toml::Value::Table(xt), Some(toml::Value::Table(yt))) => {
+                    out.insert(
+                        k.clone(),
+                        toml::Value::Table(diff(&format!("{path}{k}."), xt, yt)?),
+                    );
                 }
                 _ => {
-                    t.insert(k.clone(), vb.clone());
+                    out.insert(k.clone(), x.clone());
                 }
             }
         }
+        Ok(out)
     }
-    merge(
-        table,
-        &toml::Table::try_from(parsed)?,
-        &toml::Table::try_from(scaled)?,
-    );
-    Ok(())
+    diff(
+        "",
+        &toml::Table::try_from(value)?,
+        &toml::Table::try_from(default)?,
+    )
 }
 
-/// The `rp-agent --config` text of a host: its `[host.X.agent]` table with every rate ÷ S and
-/// every time × S (`AgentConfig`'s `Scale`: line rate, the RP rates, timer, adaptive byte
-/// counter's time constant, explicit-rate timeout, idle timeout), and the veth pacing defaults.
+/// The `rp-agent --config` text of a host: [`agent_text`] of its `[host.X.agent]` settings.
 pub fn agent_config(
     sc: &Scenario,
     host: &str,
     line_rate: Rate,
     k: Scaling,
 ) -> anyhow::Result<String> {
-    let mut t = sc
+    let spec = sc
         .topo
         .host
         .get(host)
-        .and_then(|h| h.agent.clone())
+        .map(|h| h.agent_spec())
         .unwrap_or_default();
-    let macs = sc.topo.host_macs();
-    if !t.contains_key("line_rate") {
-        t.insert("line_rate".into(), s(line_rate));
-    }
-    if let Some(m) = macs.get(host) {
-        t.entry("mac").or_insert_with(|| s(m));
-    }
-    let cfg: rp_agent::AgentConfig = t
-        .clone()
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("host.{host}.agent: {}", e.message()))?;
+    agent_text(sc, host, &spec, line_rate, k)
+}
+
+/// The `rp-agent --config` text of a host with settings `spec`: every rate ÷ S and every
+/// time × S (`AgentSpec`'s `Scale`: line rate, the RP rates, timer, adaptive byte counter's
+/// time constant, explicit-rate timeout, idle timeout, a given catch-up), the line rate
+/// `line_rate` ÷ S and the host's MAC unless the scenario gives them, and the veth pacing
+/// defaults.
+fn agent_text(
+    sc: &Scenario,
+    host: &str,
+    spec: &AgentSpec,
+    line_rate: Rate,
+    k: Scaling,
+) -> anyhow::Result<String> {
     // netns scales rates and loop times by the same S.
-    let given_catch_up = t.contains_key("catch_up");
-    overlay_scaled(&mut t, &cfg, &cfg.scale(k.loop_mul))?;
-    t.entry("wire_overhead")
-        .or_insert(toml::Value::Boolean(false));
-    if !given_catch_up {
-        t.insert("catch_up".into(), s("5ms"));
+    let cfg = spec.scale(k.loop_mul).config_in(AgentGiven {
+        line_rate: Some(line_rate.scale(k.loop_mul)),
+        mac: sc.topo.host_macs().get(host).copied(),
+        catch_up: Some(VETH_CATCH_UP),
+        wire_overhead: Some(false),
+    });
+    Ok(toml::to_string(&sparse_toml(
+        &cfg,
+        &rp_agent::AgentConfig::default(),
+    )?)?)
+}
+
+/// The `[bridge]` table of a switch's configuration: its `[switch.X.bridge]` settings with
+/// every rate ÷ S and time × S (`BridgeSpec`'s `Scale`: PAUSE quanta are 512 bit times at the
+/// nominal rate, so ÷ S keeps their duration × S; the explicit-rate CP's interval and floor,
+/// the ageing time, the watchdog and a given catch-up follow too), the veth line where the
+/// scenario gives none, and the graph's static FDB entries.
+fn bridge_config(
+    sc: &Scenario,
+    graph: &Graph,
+    sw: &str,
+    k: Scaling,
+) -> anyhow::Result<toml::Table> {
+    let spec = sc.topo.switch.get(sw);
+    // netns scales rates and loop times by the same S.
+    let mut bridge = spec
+        .map(|x| x.bridge_spec())
+        .unwrap_or_default()
+        .scale(k.loop_mul)
+        .config_on(&veth_line());
+    if spec.map_or(true, |x| x.static_fdb) {
+        let macs = sc.topo.host_macs();
+        for (h, port) in graph.fdb(sw) {
+            if let Some(m) = macs.get(&h) {
+                bridge.fdb.static_entries.push(StaticEntry {
+                    mac: *m,
+                    vid: None,
+                    port,
+                });
+            }
+        }
     }
-    Ok(toml::to_string(&t)?)
+    sparse_toml(&bridge, &cp_switch::BridgeConfig::default())
 }
 
 /// The `cp-switch --config` text of a switch.
@@ -120,67 +180,7 @@ pub fn switch_config(
     trace: &Path,
     seed: u64,
 ) -> anyhow::Result<String> {
-    let mut bridge = sc
-        .topo
-        .switch
-        .get(sw)
-        .and_then(|x| x.bridge.clone())
-        .unwrap_or_default();
-    let given_shaper = bridge
-        .get("shaper")
-        .and_then(|v| v.as_table())
-        .cloned()
-        .unwrap_or_default();
-    // Every rate ÷ S and time × S (`BridgeConfig`'s `Scale`): PAUSE quanta are 512 bit times at
-    // the nominal rate, so ÷ S keeps their duration × S; the explicit-rate CP's interval and
-    // floor, the ageing time and a given catch-up follow too. netns scales rates and loop
-    // times by the same S.
-    let parsed: cp_switch::BridgeConfig = bridge
-        .clone()
-        .try_into()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("switch.{sw}.bridge: {}", e.message()))?;
-    overlay_scaled(&mut bridge, &parsed, &parsed.scale(k.loop_mul))?;
-    // The veth line defaults where the scenario gives none (not scaled).
-    let mut shaper = bridge
-        .get("shaper")
-        .and_then(|v| v.as_table())
-        .cloned()
-        .unwrap_or_default();
-    for (key, v) in [
-        ("wire_overhead", toml::Value::Boolean(false)),
-        ("fcs", toml::Value::Boolean(false)),
-        ("pad", toml::Value::Boolean(false)),
-        ("catch_up", s("5ms")),
-    ] {
-        if !given_shaper.contains_key(key) {
-            shaper.insert(key.into(), v);
-        }
-    }
-    bridge.insert("shaper".into(), toml::Value::Table(shaper));
-    let static_fdb = sc.topo.switch.get(sw).map_or(true, |x| x.static_fdb);
-    if static_fdb {
-        let macs = sc.topo.host_macs();
-        let mut fdb = bridge
-            .get("fdb")
-            .and_then(|v| v.as_table())
-            .cloned()
-            .unwrap_or_default();
-        let mut entries = fdb
-            .get("static_entries")
-            .and_then(|v| v.as_array())
-            .cloned()
-            .unwrap_or_default();
-        for (h, port) in graph.fdb(sw) {
-            if let Some(m) = macs.get(&h) {
-                let mut e = toml::Table::new();
-                e.insert("mac".into(), s(m));
-                e.insert("port".into(), s(port));
-                entries.push(toml::Value::Table(e));
-            }
-        }
-        fdb.insert("static_entries".into(), toml::Value::Array(entries));
-        bridge.insert("fdb".into(), toml::Value::Table(fdb));
-    }
+    let bridge = bridge_config(sc, graph, sw, k)?;
     let mut top = toml::Table::new();
     top.insert("ctl".into(), s(ctl.display()));
     top.insert("trace".into(), s(trace.display()));
@@ -232,39 +232,9 @@ pub fn uplink_rate(sc: &Scenario, graph: &Graph, host: &str) -> Rate {
         .unwrap_or(Rate::from_gbps(1))
 }
 
-/// Puts reaction-point overrides into a host's `[host.X.agent]` table (`rp_mode` at the top,
-/// the rest, with or without an `rp.` prefix, under `rp`).
-fn merge_rp(agent: &mut toml::Table, set: &toml::Table) {
-    for (k, v) in set {
-        let k = k.strip_prefix("rp.").unwrap_or(k);
-        if k == rp_agent::config::RP_MODE_KEY {
-            agent.insert(k.to_string(), v.clone());
-        } else {
-            let rp = agent
-                .entry("rp")
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            if let Some(t) = rp.as_table_mut() {
-                t.insert(k.to_string(), v.clone());
-            }
-        }
-    }
-}
-
-/// The scenario with `set` (its operands, read as `ctl set rp` reads them) folded into host
-/// `host`'s agent table.
-pub fn with_host_set(sc: &Scenario, host: &str, set: &ParamSet<rp_agent::RpPatch>) -> Scenario {
-    let mut sc = sc.clone();
-    if let Some(h) = sc.topo.host.get_mut(host) {
-        let mut agent = h.agent.clone().unwrap_or_default();
-        merge_rp(&mut agent, &daemon_kit::patch::table(&set.operands));
-        h.agent = Some(agent);
-    }
-    sc
-}
-
 /// The `rp-agent --config` text of `host` for a generator starting at scenario time `start`:
-/// [`agent_config`] of the host's table with every host event at or before `start` folded in
-/// (in time order).
+/// [`agent_text`] of the host's settings with the patch of every host event at or before
+/// `start` applied (in time order) and the uplink rate in force then.
 pub fn agent_config_at(
     sc: &Scenario,
     host: &str,
@@ -274,13 +244,16 @@ pub fn agent_config_at(
 ) -> anyhow::Result<String> {
     let mut evs: Vec<_> = sc.topo.event.iter().filter(|e| e.at <= start).collect();
     evs.sort_by_key(|e| e.at);
-    let mut now = sc.clone();
+    let mut spec = sc
+        .topo
+        .host
+        .get(host)
+        .map(|h| h.agent_spec())
+        .unwrap_or_default();
     let mut line_rate = line_rate;
     for e in evs {
         match e.kind() {
-            EventKind::Host { host: h, set } if h == host => {
-                now = with_host_set(&now, host, set);
-            }
+            EventKind::Host { host: h, set } if h == host => spec.config.apply(&set.patch),
             // A rate change of the host's own uplink before the agent starts: the agent starts
             // at the new line rate (the runner tells running agents with `ctl set rate`).
             EventKind::Link { link, dir, rate } => {
@@ -298,7 +271,7 @@ pub fn agent_config_at(
             _ => {}
         }
     }
-    agent_config(&now, host, line_rate, k)
+    agent_text(sc, host, &spec, line_rate, k)
 }
 
 #[cfg(test)]
