@@ -17,6 +17,7 @@ use cp_switch::{BridgeConfig, CpConfig, CpMode, CpPatch, Culprit, LosslessMode, 
 use rp_agent::{AgentConfig, ClampTgtRate, FlowKeyMode, Release, RpMode, RpParams, RpPatch};
 use serde::Serialize;
 use serde_json::Value;
+use testbed::scenario::settings::{AgentGiven, AgentSpec, BridgeSpec, LineGiven};
 
 const S: f64 = 4.0;
 
@@ -229,6 +230,35 @@ fn every_rate_and_time_of_the_agent_configuration_is_scaled() {
     assert_eq!((seen.rates, seen.times), (5, 5), "{seen:?}");
     let seen = check("rp", &full_rp());
     assert_eq!((seen.rates, seen.times), (4, 3), "{seen:?}");
+}
+
+#[test]
+fn every_rate_and_time_of_the_scenario_settings_is_scaled() {
+    // Struct literals without `..`: a new field does not compile until it is set here.
+    let bridge = BridgeSpec {
+        config: full_bridge(),
+        line: LineGiven {
+            wire_overhead: Some(true),
+            fcs: Some(false),
+            pad: Some(true),
+            catch_up: Some(Duration::from_millis(3)),
+        },
+    };
+    let seen = check("bridge_spec", &bridge);
+    // The bridge configuration's 3 and 5, and line.catch_up.
+    assert_eq!((seen.rates, seen.times), (3, 6), "{seen:?}");
+    let agent = AgentSpec {
+        config: full_agent(),
+        given: AgentGiven {
+            line_rate: Some(Rate::from_mbps(2500)),
+            mac: Some(mac(4)),
+            catch_up: Some(Duration::from_micros(400)),
+            wire_overhead: Some(true),
+        },
+    };
+    let seen = check("agent_spec", &agent);
+    // The agent configuration's 5 and 5, and given.line_rate, given.catch_up.
+    assert_eq!((seen.rates, seen.times), (6, 6), "{seen:?}");
 }
 
 #[test]

@@ -43,7 +43,7 @@ pub struct SettingsError {
 }
 
 /// `[switch.NAME.bridge]`, typed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct BridgeSpec {
     /// The file's settings over the core's defaults. No ports (the links give them) and no
     /// static FDB entries of the graph (the worlds add those); the shaper's keys the file
@@ -143,7 +143,7 @@ impl BridgeSpec {
 }
 
 /// `[host.NAME.agent]`, typed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct AgentSpec {
     /// The file's settings over the core's defaults; the world's keys ([`AgentGiven`]) the file
     /// leaves out are at the core's defaults here, and at the world's in

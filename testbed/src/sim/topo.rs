@@ -64,8 +64,11 @@
 //! ```
 //!
 //! An event is exactly one of `link` + `rate`, `switch` + `set`, `host` + `set`; the parser
-//! types it ([`EventKind`]: a `set` becomes the core's patch) and a flow's `pattern` (a
-//! [`FlowKind`]), so nothing after [`Topology::parse`] reads either as text. Parameter
+//! types it ([`EventKind`]: a `set` becomes the core's patch), a flow's `pattern` (a
+//! [`FlowKind`]) and each `[switch.X.bridge]` / `[host.X.agent]` table (a
+//! [`BridgeSpec`] / [`AgentSpec`]: the core's configuration and which of the keys whose
+//! defaults are the world's the file gives), so nothing after [`Topology::parse`] reads any of
+//! them as text. Parameter
 //! changes follow the cores' run-time rules (`cp_switch::Bridge::set_cp_config`,
 //! `rp_agent::Agent::set_rp_config`): scaling parameters change in place, structural ones
 //! (CP placement, mode, culprit, CNPVs; a reaction-point mode of another kind) reset the
@@ -73,8 +76,9 @@
 //! in the trace.
 //!
 //! Every error names the file and the field (`dumbbell.toml: link[2].b: no node "sw9"`);
-//! errors inside `[switch.X.bridge]` and `[host.X.agent]` are the cores' own validation
-//! messages with the table's path prepended.
+//! errors inside `[switch.X.bridge]` and `[host.X.agent]` are the cores' own messages (their
+//! parsing when the file is read, their validation when the ports and the line rate are known
+//! at build) with the table's path prepended.
 
 use super::engine::{Action, Direction, LinkId, LinkSpec, NodeId, Sim, SimBuilder, TraceOptions};
 use super::host::{FlowSpec, HostNode};
