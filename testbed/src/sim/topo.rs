@@ -68,11 +68,10 @@
 //! [`FlowKind`]) and each `[switch.X.bridge]` / `[host.X.agent]` table (a
 //! [`BridgeSpec`] / [`AgentSpec`]: the core's configuration and which of the keys whose
 //! defaults are the world's the file gives), so nothing after [`Topology::parse`] reads any of
-//! them as text. Parameter
-//! changes follow the cores' run-time rules (`cp_switch::Bridge::set_cp_config`,
-//! `rp_agent::Agent::set_rp_config`): scaling parameters change in place, structural ones
-//! (CP placement, mode, culprit, CNPVs; a reaction-point mode of another kind) reset the
-//! state concerned. A parameter event is also a `{"type": "cp_config" | "rp_config"}` record
+//! them as text. Parameter changes follow the cores' run-time rules
+//! (`cp_switch::Bridge::set_cp_config`, `rp_agent::Agent::set_rp_config`): scaling parameters
+//! change in place, structural ones (CP placement, mode, culprit, CNPVs; a reaction-point mode
+//! of another kind) reset the state concerned. A parameter event is also a `{"type": "cp_config" | "rp_config"}` record
 //! in the trace.
 //!
 //! Every error names the file and the field (`dumbbell.toml: link[2].b: no node "sw9"`);
@@ -240,6 +239,49 @@ struct SwitchFile {
 
 fn yes() -> bool {
     true
+}
+
+/// `(field, reason)` of a settings table's error, the field relative to the node.
+fn settings_err(table: &str, e: SettingsError) -> (String, String) {
+    let field = if e.key.is_empty() {
+        table.to_string()
+    } else {
+        format!("{table}.{}", e.key)
+    };
+    (field, e.reason)
+}
+
+impl SwitchFile {
+    /// The typed switch, or `(field, reason)` (the field relative to the switch).
+    fn resolve(self) -> Result<SwitchSpec, (String, String)> {
+        let bridge = self
+            .bridge
+            .as_ref()
+            .map(BridgeSpec::from_table)
+            .transpose()
+            .map_err(|e| settings_err("bridge", e))?;
+        Ok(SwitchSpec {
+            static_fdb: self.static_fdb,
+            ingress_stage: self.ingress_stage,
+            bridge,
+        })
+    }
+}
+
+impl HostFile {
+    /// The typed host, or `(field, reason)` (the field relative to the host).
+    fn resolve(self) -> Result<HostSpec, (String, String)> {
+        let agent = self
+            .agent
+            .as_ref()
+            .map(AgentSpec::from_table)
+            .transpose()
+            .map_err(|e| settings_err("agent", e))?;
+        Ok(HostSpec {
+            mac: self.mac,
+            agent,
+        })
+    }
 }
 
 /// `[host.NAME]`.
@@ -718,42 +760,23 @@ impl Topology {
                 msg,
             })?);
         }
-        let err = |field: String, e: SettingsError| TopoError {
-            file: label.into(),
-            field: if e.key.is_empty() {
-                field
-            } else {
-                format!("{field}.{}", e.key)
-            },
-            msg: e.reason,
-        };
         let mut switch = BTreeMap::new();
         for (name, sw) in f.switch {
-            let bridge = match &sw.bridge {
-                Some(t) => Some(
-                    BridgeSpec::from_table(t)
-                        .map_err(|e| err(format!("switch.{name}.bridge"), e))?,
-                ),
-                None => None,
-            };
-            switch.insert(
-                name,
-                SwitchSpec {
-                    static_fdb: sw.static_fdb,
-                    ingress_stage: sw.ingress_stage,
-                    bridge,
-                },
-            );
+            let spec = sw.resolve().map_err(|(field, msg)| TopoError {
+                file: label.into(),
+                field: format!("switch.{name}.{field}"),
+                msg,
+            })?;
+            switch.insert(name, spec);
         }
         let mut host = BTreeMap::new();
         for (name, h) in f.host {
-            let agent = match &h.agent {
-                Some(t) => Some(
-                    AgentSpec::from_table(t).map_err(|e| err(format!("host.{name}.agent"), e))?,
-                ),
-                None => None,
-            };
-            host.insert(name, HostSpec { mac: h.mac, agent });
+            let spec = h.resolve().map_err(|(field, msg)| TopoError {
+                file: label.into(),
+                field: format!("host.{name}.{field}"),
+                msg,
+            })?;
+            host.insert(name, spec);
         }
         Ok(Topology {
             seed: f.seed,
