@@ -507,9 +507,49 @@ mod tests {
         format!("{cfg:?}")
     }
 
+    #[derive(serde::Serialize)]
+    struct Inner {
+        a: u32,
+        b: Option<Duration>,
+    }
+
+    #[derive(serde::Serialize)]
+    struct Outer {
+        x: bool,
+        list: Vec<u32>,
+        inner: Inner,
+    }
+
+    #[test]
+    fn sparse_toml_lists_what_differs_from_the_defaults() {
+        let default = Outer {
+            x: true,
+            list: vec![1, 2],
+            inner: Inner { a: 1, b: None },
+        };
+        let same = sparse_toml(&default, &default).unwrap();
+        assert!(same.is_empty(), "{same:?}");
+        let changed = Outer {
+            x: true,
+            list: vec![1, 2, 3],
+            inner: Inner {
+                a: 1,
+                b: Some(Duration::from_millis(5)),
+            },
+        };
+        let t = sparse_toml(&changed, &default).unwrap();
+        assert_eq!(
+            toml::to_string(&t).unwrap(),
+            "list = [1, 2, 3]\n\n[inner]\nb = \"5ms\"\n"
+        );
+        // A default that is set cannot be returned to unset by leaving the key out.
+        let e = sparse_toml(&default, &changed).unwrap_err().to_string();
+        assert!(e.contains("inner.b"), "{e}");
+    }
+
     #[test]
     fn typed_writer_matches_the_table_writer_on_every_shipped_scenario() {
-        let dir = Path::new("/run/test");
+        let dir = Path::new("sw.ctl");
         let mut checked = (0, 0);
         for sc in shipped() {
             let k = Scaling::netns(&sc);
