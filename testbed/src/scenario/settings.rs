@@ -21,7 +21,8 @@
 //!
 //! Time scaling (QCN-REFERENCE §5) is a [`Scale`] impl on each spec, which scales the
 //! configuration and the given values alike; a world's defaults are its own (the veth line's
-//! 5 ms catch-up is a property of the lab, not of the scenario, and is not scaled).
+//! 5 ms catch-up is a property of the lab, not of the scenario, and is not scaled; the netns
+//! agents' catch-up is the agent's default × S, at most those 5 ms).
 //!
 //! Nothing here validates a configuration against its ports or line rate: the simulator's
 //! builder does that once the links are known, and the daemons do it on their files.

@@ -12,7 +12,8 @@
 //!   each.
 //! * [`agent_config`]: the `rp-agent --config` text of a host: its agent settings with every
 //!   rate ÷ S and every time × S (`AgentSpec`'s `Scale`), the uplink's rate ÷ S and the host's
-//!   MAC unless the scenario gives them, and the veth pacing defaults.
+//!   MAC unless the scenario gives them, and the veth pacing defaults (no wire overhead; the
+//!   agent's own catch-up × S, at most 5 ms: [`veth_agent_catch_up`]).
 //! * [`agent_config_at`]: the same for a generator starting later, with the patch of every
 //!   earlier host event applied and the uplink-rate changes folded in.
 
@@ -52,6 +53,23 @@ fn s(v: impl std::fmt::Display) -> toml::Value {
 /// catch-up absorbs at the cost of a short burst (as the daemons' own defaults without a
 /// file).
 const VETH_CATCH_UP: Duration = Duration::from_millis(5);
+
+/// An agent's catch-up on veth where the scenario gives none: the agent's own default
+/// (`AgentConfig::default().catch_up`, 200 µs) × S like every loop time, at most
+/// [`VETH_CATCH_UP`].
+///
+/// Catch-up bounds the burst a pacer woken late may send: `catch_up × rate` octets. × S keeps
+/// that burst what the agent allows on the emulated network itself (200 µs × 10 Gb/s =
+/// 250 kB at any S), where the lab's fixed 5 ms let a host descheduled at S = 10 send 625 kB
+/// at 1 Gb/s into the switch, which then cut every flow for it. Measured on an idle 2-CPU
+/// machine (`testbed run dumbbell --mode netns --set scenario.scale=10 --twin`, 3 runs each):
+/// bottleneck utilization 0.87–0.96 and 1 377–1 546 drops with 5 ms, 0.96–0.97 and 584–699
+/// drops with 2 ms; 200 µs left the generators 5–8 % short. The cap keeps large S (20 ms at
+/// S = 100) at the lab's descheduling allowance.
+fn veth_agent_catch_up(loop_mul: f64) -> Duration {
+    crate::scenario::scale_dur(rp_agent::AgentConfig::default().catch_up, loop_mul)
+        .min(VETH_CATCH_UP)
+}
 
 /// The switches' line emulation on veth (see [`VETH_CATCH_UP`]).
 fn veth_line() -> ShaperConfig {
@@ -128,7 +146,7 @@ fn agent_text(
     let cfg = spec.scale(k.loop_mul).config_in(AgentGiven {
         line_rate: Some(line_rate.scale(k.loop_mul)),
         mac: sc.topo.host_macs().get(host).copied(),
-        catch_up: Some(VETH_CATCH_UP),
+        catch_up: Some(veth_agent_catch_up(k.loop_mul)),
         wire_overhead: Some(false),
     });
     Ok(toml::to_string(&sparse_toml(
@@ -345,7 +363,8 @@ mod tests {
             t.entry("wire_overhead")
                 .or_insert(toml::Value::Boolean(false));
             if !given_catch_up {
-                t.insert("catch_up".into(), s("5ms"));
+                // Since the reference was frozen: the agents' catch-up follows S.
+                t.insert("catch_up".into(), s(veth_agent_catch_up(k.loop_mul)));
             }
             toml::to_string(&t).unwrap()
         }
@@ -518,6 +537,15 @@ mod tests {
         x: bool,
         list: Vec<u32>,
         inner: Inner,
+    }
+
+    #[test]
+    fn the_agents_catch_up_follows_the_scale_up_to_the_labs_allowance() {
+        // 200 µs (the agent's default) × S, at most 5 ms.
+        assert_eq!(veth_agent_catch_up(1.0), Duration::from_micros(200));
+        assert_eq!(veth_agent_catch_up(10.0), Duration::from_millis(2));
+        assert_eq!(veth_agent_catch_up(25.0), Duration::from_millis(5));
+        assert_eq!(veth_agent_catch_up(100.0), Duration::from_millis(5));
     }
 
     #[test]
