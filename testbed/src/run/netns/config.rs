@@ -62,10 +62,11 @@ const VETH_CATCH_UP: Duration = Duration::from_millis(5);
 /// that burst what the agent allows on the emulated network itself (200 µs × 10 Gb/s =
 /// 250 kB at any S), where the lab's fixed 5 ms let a host descheduled at S = 10 send 625 kB
 /// at 1 Gb/s into the switch, which then cut every flow for it. Measured on an idle 2-CPU
-/// machine (`testbed run dumbbell --mode netns --set scenario.scale=10 --twin`, 3 runs each):
-/// bottleneck utilization 0.87–0.96 and 1 377–1 546 drops with 5 ms, 0.96–0.97 and 584–699
-/// drops with 2 ms; 200 µs left the generators 5–8 % short. The cap keeps large S (20 ms at
-/// S = 100) at the lab's descheduling allowance.
+/// machine (`testbed run dumbbell --mode netns --set scenario.scale=10 --twin`): in 3
+/// alternating pairs, bottleneck utilization 0.944 / 0.917 / 0.936 with 2 ms against
+/// 0.931 / 0.860 / 0.782 with 5 ms; over all runs, a median of 0.936 (9 runs) against 0.896
+/// (6); 200 µs left the generators 5–8 % short. The cap keeps large S (20 ms at S = 100) at the
+/// lab's descheduling allowance, so runs at S ≥ 25 are unchanged.
 fn veth_agent_catch_up(loop_mul: f64) -> Duration {
     crate::scenario::scale_dur(rp_agent::AgentConfig::default().catch_up, loop_mul)
         .min(VETH_CATCH_UP)
