@@ -1733,8 +1733,7 @@ impl Bridge {
                 if !tx(id, &mut f.buf) {
                     return false;
                 }
-                pt.counters.tx_frames += 1;
-                pt.counters.tx_bytes += len as u64;
+                pt.counters.count_tx(len);
                 pt.shaper.charge_now(now, len);
                 if let Some(f) = pt.ctl.pop_front() {
                     self.pool.recycle(f);
@@ -1766,8 +1765,7 @@ impl Bridge {
             let Some(f) = pt.delay.pop_due_if(now, |f| tx(id, &mut f.buf)) else {
                 return false;
             };
-            pt.counters.tx_frames += 1;
-            pt.counters.tx_bytes += len as u64;
+            pt.counters.count_tx(len);
             self.pool.recycle(f);
         }
         true
@@ -1857,8 +1855,7 @@ impl Bridge {
                 let Some(mut f) = sent else {
                     return;
                 };
-                pt.counters.tx_frames += 1;
-                pt.counters.tx_bytes += len as u64;
+                pt.counters.count_tx(len);
                 pt.counters.cn_tag_stripped += u64::from(strip.is_some());
                 start = pt.shaper.start(now, ready, len);
                 if f.flow != NO_FLOW {

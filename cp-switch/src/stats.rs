@@ -169,6 +169,15 @@ pub struct PortCounters {
     pub drops: DropCounters,
 }
 
+impl PortCounters {
+    /// One frame of `len` octets handed to the port's line (data or control).
+    #[inline]
+    pub fn count_tx(&mut self, len: usize) {
+        self.tx_frames += 1;
+        self.tx_bytes += len as u64;
+    }
+}
+
 /// Snapshot of one port (`stats --json` → `ports[]`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PortStats {
