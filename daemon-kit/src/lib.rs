@@ -31,6 +31,7 @@ pub mod offload;
 pub mod patch;
 pub mod process;
 pub mod reopen;
+mod sorted_json;
 pub mod trace_record;
 pub mod trace_writer;
 

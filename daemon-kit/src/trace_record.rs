@@ -38,10 +38,12 @@
 //! is skipped rather than spoiling the line.
 //!
 //! # Bytes on disk
-//! [`TraceRecord::to_line`] writes through a `serde_json::Value`, whose objects keep their keys
-//! sorted: the lines are byte for byte what the writers produced before this type existed
-//! (the simulator's cross-check compares them), and a line does not depend on the order
-//! fields are declared in.
+//! [`TraceRecord::to_line`] writes every object with its keys sorted, the bytes a
+//! `serde_json::Value` (whose objects are `BTreeMap`s) prints: the lines are byte for byte what
+//! the writers produced before this type existed (the simulator's cross-check compares them),
+//! and a line does not depend on the order fields are declared in. It writes them without
+//! building the `Value` (`sorted_json`, which leaves the few shapes a `Value` would alter to
+//! the `Value` path).
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -67,7 +69,10 @@ pub const TYPES: [&str; 4] = ["queues", "event", "cp_config", "rp_config"];
 impl<E: Serialize> TraceRecord<E> {
     /// The record as one JSON line (no newline), keys sorted (see the module documentation).
     pub fn to_line(&self) -> Result<String, serde_json::Error> {
-        serde_json::to_value(self).map(|v| v.to_string())
+        match crate::sorted_json::to_string(self) {
+            Some(line) => Ok(line),
+            None => serde_json::to_value(self).map(|v| v.to_string()),
+        }
     }
 
     /// An event of `node` (`None` in a daemon's own trace).

@@ -17,6 +17,7 @@ use super::{header_offset, PayloadHeader};
 use cnm_proto::wire::{walk, EthernetAddress};
 use cnm_proto::{Duration, Instant};
 use serde::Serialize;
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 /// Counters of one flow.
@@ -137,16 +138,20 @@ impl Sink {
             self.other += 1;
             return false;
         };
-        let key = (src, h.flow);
         let id = self.flows.len() as u32;
-        if !self.flows.contains_key(&key) && self.flows.len() >= self.max_flows {
-            self.untracked += 1;
-            return true;
-        }
-        let c = self.flows.entry(key).or_insert_with(|| FlowCounters {
-            id,
-            ..FlowCounters::default()
-        });
+        let full = self.flows.len() >= self.max_flows;
+        // One search of the map per frame: a new flow is added in the slot the search found.
+        let c = match self.flows.entry((src, h.flow)) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(_) if full => {
+                self.untracked += 1;
+                return true;
+            }
+            Entry::Vacant(v) => v.insert(FlowCounters {
+                id,
+                ..FlowCounters::default()
+            }),
+        };
         let d = now.saturating_since(h.sent).as_nanos();
         if c.frames == 0 || d < c.delay_min_ns {
             c.delay_min_ns = d;

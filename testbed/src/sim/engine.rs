@@ -28,6 +28,10 @@ use std::rc::Rc;
 /// Consecutive polls of one node at one instant after which it is pushed 1 ns forward.
 pub const SPIN_LIMIT: u32 = 64;
 
+/// The `wake_seq` of a node whose wake-up sits in [`Sim`]'s `ready` slot rather than in the
+/// queue (no event ever gets this sequence number: the queue would need 2^64 pushes).
+const READY: u64 = u64::MAX;
+
 /// Index of a node, in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub usize);
@@ -414,6 +418,7 @@ impl<X: SimNode> SimBuilder<X> {
             warm_at: Instant::ZERO,
             actions: Vec::new(),
             io_error: None,
+            ready: None,
         };
         for i in 0..sim.nodes.len() {
             sim.reschedule(i, None);
@@ -444,6 +449,9 @@ pub struct Sim<X: SimNode = NoNode> {
     warm_at: Instant,
     actions: Vec<Action>,
     io_error: Option<SimError>,
+    /// A node whose wake-up is the very next event (see [`Sim::reschedule`]): polled before
+    /// anything is taken from the queue.
+    ready: Option<u32>,
 }
 
 impl<X: SimNode> std::fmt::Debug for Sim<X> {
@@ -855,7 +863,16 @@ impl<X: SimNode> Sim<X> {
 
     /// Runs every event up to and including `end`, then sets the clock to `end`.
     pub fn run_until(&mut self, end: Instant) {
-        while let Some(e) = self.queue.pop_until(end) {
+        loop {
+            if self.now <= end {
+                if let Some(n) = self.ready.take() {
+                    self.wake_ready(n as usize);
+                    continue;
+                }
+            }
+            let Some(e) = self.queue.pop_until(end) else {
+                break;
+            };
             self.now = e.t;
             self.stats.events += 1;
             self.dispatch(e);
@@ -874,7 +891,14 @@ impl<X: SimNode> Sim<X> {
     /// limiters are engaged runs its RP timer) never go idle: use [`Sim::run_until`] and
     /// [`Sim::frames_in_flight`] for them.
     pub fn run_until_idle(&mut self, limit: Instant) -> bool {
-        while let Some(t) = self.queue.peek_time() {
+        loop {
+            let next = match self.ready {
+                Some(_) => Some(self.now),
+                None => self.queue.peek_time(),
+            };
+            let Some(t) = next else {
+                return true;
+            };
             if t > limit {
                 return false;
             }
@@ -883,14 +907,17 @@ impl<X: SimNode> Sim<X> {
             if !busy {
                 return true;
             }
+            if let Some(n) = self.ready.take() {
+                self.wake_ready(n as usize);
+                continue;
+            }
             let Some(e) = self.queue.pop_until(limit) else {
-                break;
+                return true;
             };
             self.now = e.t;
             self.stats.events += 1;
             self.dispatch(e);
         }
-        true
     }
 
     /// Flushes the trace (draining every node's events) and the captures; returns the first
@@ -1190,8 +1217,26 @@ impl<X: SimNode> Sim<X> {
         self.reschedule(n, refused);
     }
 
+    /// The wake-up of the `ready` slot: counted as an event, as the queue's wake-up it stands
+    /// for would have been.
+    fn wake_ready(&mut self, n: usize) {
+        self.stats.events += 1;
+        let st = &mut self.nodes[n];
+        st.wake_seq = None;
+        st.wake_at = Instant::MAX;
+        self.poll(n);
+    }
+
     /// Schedules node `n`'s next wake-up from its `poll_timeout` (`refused`: the earliest
     /// instant a link transmitter that refused a frame frees up).
+    ///
+    /// A wake-up due now, when no other event is due now (the queue has none and the `ready`
+    /// slot is free), would be the very next event the queue hands out: every event pushed
+    /// after it has a later sequence number, so it sorts after it, and none sorts before it.
+    /// It goes to the `ready` slot instead, and the run loop polls the node before it looks
+    /// at the queue again: the order of polls is the queue's, at the cost of no push, no pop
+    /// and no dispatch. On the dumbbell this is the receiver's poll after each delivery (a
+    /// frame for its host is due at once) and a sender's after each CNM.
     fn reschedule(&mut self, n: usize, refused: Option<Instant>) {
         let now = self.now;
         let st = &mut self.nodes[n];
@@ -1217,6 +1262,11 @@ impl<X: SimNode> Sim<X> {
             return;
         }
         st.wake_at = t;
+        if t == now && self.ready.is_none() && !self.queue.has_due_by(now) {
+            st.wake_seq = Some(READY);
+            self.ready = Some(n as u32);
+            return;
+        }
         let s = self.push(t, Kind::Wake(n as u32));
         self.nodes[n].wake_seq = Some(s);
     }

@@ -113,6 +113,22 @@ impl<K: Copy> EventQueue<K> {
         seq
     }
 
+    /// Whether any event is due at or before `t`. Reads the heap without settling a taken
+    /// root (its replacement is the least of the root's children, by the heap property), so
+    /// that a push after this look still overwrites it.
+    #[inline]
+    pub fn has_due_by(&self, t: Instant) -> bool {
+        if !self.now_q.is_empty() {
+            return true;
+        }
+        let least = if self.root_taken {
+            self.keys.iter().skip(1).take(ARITY).min()
+        } else {
+            self.keys.first()
+        };
+        least.is_some_and(|&k| key_time(k) <= t)
+    }
+
     /// Whether the next event comes from the heap (else from the FIFO), and the heap's
     /// earliest key.
     #[inline]
