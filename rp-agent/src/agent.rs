@@ -20,14 +20,16 @@
 //! Time enters as `now` and randomness through the [`Rng`] given to [`Agent::new`]; the
 //! daemon, the tests and the simulator drive this same code.
 
-use crate::classify::{classify, ClassKey};
+use crate::classify::{classify_walked, ClassKey};
 use crate::config::{AgentConfig, ConfigError, RpPatch, MAX_FRAME};
 use crate::limiter::Pacer;
 use crate::pause::PauseState;
 use crate::pool::BufPool;
 use crate::rp::{CnmOutcome, ErOutcome, Rp, RpState};
 use crate::stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};
-use crate::tagger::{strip_in_place, tag_for_uplink, tag_in_place, UPLINK_HEADROOM};
+use crate::tagger::{
+    strip_in_place, tag_for_uplink, tag_walked_in_place, TagLayout, UPLINK_HEADROOM,
+};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
     self, cnm, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl, MacControlRepr,
@@ -95,9 +97,10 @@ pub enum RpChange {
 struct Flow {
     key: ClassKey,
     rpid: u16,
-    /// Host frames, each with the offset it starts at in its buffer: the octets before are
-    /// headroom for tagging in place ([`tag_in_place`]).
-    queue: VecDeque<(usize, Vec<u8>)>,
+    /// Host frames, each with the offset it starts at in its buffer (the octets before are
+    /// headroom for tagging in place, [`crate::tagger::tag_in_place`]) and where its tags lie
+    /// (it was walked when classified; tagging it need not walk it again).
+    queue: VecDeque<(usize, Vec<u8>, TagLayout)>,
     qbytes: u64,
     pacer: Pacer,
     rp: Option<Rp>,
@@ -289,7 +292,11 @@ impl Agent {
             self.stats.host_too_long += 1;
             return Err(HostError::TooLong);
         }
-        let Ok(key) = classify(frame, self.cfg.flow_key, self.cfg.priority) else {
+        // One walk: the key is read off it and the layout kept for tagging.
+        let Some((key, layout)) = walk(frame).ok().and_then(|info| {
+            let key = classify_walked(frame, &info, self.cfg.flow_key, self.cfg.priority).ok()?;
+            Some((key, TagLayout::of(&info)))
+        }) else {
             self.stats.host_malformed += 1;
             return Err(HostError::Malformed);
         };
@@ -337,9 +344,10 @@ impl Agent {
             Src::Shared(b) => (
                 UPLINK_HEADROOM,
                 self.pool.take_with_headroom(b, UPLINK_HEADROOM),
+                layout,
             ),
-            Src::Owned(b) => (0, self.pool.exchange(b)),
-            Src::OwnedAt(b, start) => (start, self.pool.exchange_frame_of(b, len)),
+            Src::Owned(b) => (0, self.pool.exchange(b), layout),
+            Src::OwnedAt(b, start) => (start, self.pool.exchange_frame_of(b, len), layout),
         });
         f.qbytes += len as u64;
         f.last_active = now;
@@ -456,7 +464,7 @@ impl Agent {
                 };
                 let eligible = !self.pause.paused(f.key.priority, now)
                     && (f.rp.is_none() || f.pacer.may_start(now));
-                let Some((start, head)) = f.queue.front_mut().filter(|_| eligible) else {
+                let Some((start, head, layout)) = f.queue.front_mut().filter(|_| eligible) else {
                     if f.queue.is_empty() {
                         f.in_ring = false;
                     } else {
@@ -469,7 +477,7 @@ impl Agent {
                 let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 let (pcp, vid) = (f.key.priority, self.cfg.vid);
                 let len;
-                if let Some(untag) = tag_in_place(head, start, pcp, vid, rpid) {
+                if let Some(untag) = tag_walked_in_place(head, start, layout, pcp, vid, rpid) {
                     // The frame's own buffer goes up; a refused frame is put back untagged.
                     len = head.len();
                     if !tx(head) {
@@ -491,7 +499,7 @@ impl Agent {
                     }
                 }
                 // The buffer left is the frame's or the spare `tx` swapped in for it.
-                if let Some((_, b)) = f.queue.pop_front() {
+                if let Some((_, b, _)) = f.queue.pop_front() {
                     f.qbytes -= host_len as u64;
                     self.pool.give_frame_of(b, host_len);
                 }

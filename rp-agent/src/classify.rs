@@ -7,7 +7,7 @@
 //! headers are read by [`cnm_proto::wire::FlowKey::extract`].
 
 use crate::config::FlowKeyMode;
-use cnm_proto::wire::{self, EthernetAddress, FiveTuple, FlowKey};
+use cnm_proto::wire::{self, EthernetAddress, FiveTuple, FlowKey, L2Info};
 
 /// The key of one agent flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,6 +31,24 @@ pub fn classify(frame: &[u8], mode: FlowKeyMode, default_priority: u8) -> wire::
             FlowKeyMode::FiveTuple => k.l4,
         },
     })
+}
+
+/// [`classify`] for a frame already walked into `info` (the `five-tuple` key reads the IP
+/// header through [`FlowKey::extract`]; the default key is read off `info`).
+pub fn classify_walked(
+    frame: &[u8],
+    info: &L2Info,
+    mode: FlowKeyMode,
+    default_priority: u8,
+) -> wire::Result<ClassKey> {
+    match mode {
+        FlowKeyMode::DstPriority => Ok(ClassKey {
+            dst: info.dst,
+            priority: info.priority(default_priority),
+            l4: None,
+        }),
+        FlowKeyMode::FiveTuple => classify(frame, mode, default_priority),
+    }
 }
 
 #[cfg(test)]
@@ -63,5 +81,23 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.l4.unwrap().dst_port, 1);
         assert!(classify(&[0u8; 5], FlowKeyMode::DstPriority, 3).is_err());
+    }
+
+    /// The key of a walked frame is the key of the frame, in both modes, tagged or not.
+    #[test]
+    fn a_walked_frame_has_the_key_of_the_frame() {
+        let mut tagged = udp(7);
+        // 802.1Q tag with PCP 5, VID 9 after the addresses.
+        tagged.splice(12..12, [0x81, 0x00, 0xa0, 0x09]);
+        for f in [udp(7), tagged] {
+            let info = wire::walk(&f).unwrap();
+            for mode in [FlowKeyMode::DstPriority, FlowKeyMode::FiveTuple] {
+                let k = classify_walked(&f, &info, mode, 3).unwrap();
+                assert_eq!(k, classify(&f, mode, 3).unwrap());
+            }
+        }
+        let info = wire::walk(&udp(7)).unwrap();
+        let k = classify_walked(&udp(7), &info, FlowKeyMode::DstPriority, 3).unwrap();
+        assert_eq!((k.priority, k.l4), (3, None));
     }
 }

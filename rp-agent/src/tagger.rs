@@ -106,8 +106,41 @@ pub fn tag_in_place(
     vid: u16,
     rpid: Option<u16>,
 ) -> Option<Untag> {
+    let info = walk(buf.get(start..)?).ok()?;
+    tag_walked_in_place(buf, start, &TagLayout::of(&info), pcp, vid, rpid)
+}
+
+/// Where a walked frame's tags lie: what [`tag_in_place`] needs of its
+/// [`wire::L2Info`], kept beside a queued frame so that tagging it does not walk it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagLayout {
+    vlan_offset: Option<usize>,
+    cn_tag_offset: Option<usize>,
+    payload_offset: usize,
+}
+
+impl TagLayout {
+    /// The layout of the frame `info` was walked from.
+    pub fn of(info: &wire::L2Info) -> TagLayout {
+        TagLayout {
+            vlan_offset: info.vlan_offset,
+            cn_tag_offset: info.cn_tag_offset,
+            payload_offset: info.payload_offset,
+        }
+    }
+}
+
+/// [`tag_in_place`] for the frame `buf[start..]` whose walk gave `layout` (the frame's
+/// header unchanged since).
+pub fn tag_walked_in_place(
+    buf: &mut [u8],
+    start: usize,
+    info: &TagLayout,
+    pcp: u8,
+    vid: u16,
+    rpid: Option<u16>,
+) -> Option<Untag> {
     let frame = buf.get(start..)?;
-    let info = walk(frame).ok()?;
     let (x, skip) = match info.cn_tag_offset {
         Some(c) => (c, 4),
         None => (info.payload_offset - 2, 0),
@@ -119,7 +152,7 @@ pub fn tag_in_place(
         return None;
     }
     let mut head = [0u8; MOVED_HEADER_MAX];
-    head[..len].copy_from_slice(&frame[..len]);
+    head[..len].copy_from_slice(frame.get(..len)?);
     let old = &head[..len];
     let mut at = 0;
     let mut put = |b: &mut [u8], bytes: &[u8]| {
