@@ -28,7 +28,7 @@ use crate::pool::BufPool;
 use crate::rp::{CnmOutcome, ErOutcome, Rp, RpState};
 use crate::stats::{AgentStats, CnmIgnored, CpView, Event, FlowView};
 use crate::tagger::{
-    strip_in_place, tag_for_uplink, tag_walked_in_place, TagLayout, UPLINK_HEADROOM,
+    strip_in_place, tag_for_uplink, tag_in_place, tag_walked_in_place, TagLayout, UPLINK_HEADROOM,
 };
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
@@ -100,7 +100,7 @@ struct Flow {
     /// Host frames, each with the offset it starts at in its buffer (the octets before are
     /// headroom for tagging in place, [`crate::tagger::tag_in_place`]) and where its tags lie
     /// (it was walked when classified; tagging it need not walk it again).
-    queue: VecDeque<(usize, Vec<u8>, TagLayout)>,
+    queue: VecDeque<(usize, Vec<u8>, Option<TagLayout>)>,
     qbytes: u64,
     pacer: Pacer,
     rp: Option<Rp>,
@@ -477,7 +477,11 @@ impl Agent {
                 let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 let (pcp, vid) = (f.key.priority, self.cfg.vid);
                 let len;
-                if let Some(untag) = tag_walked_in_place(head, start, layout, pcp, vid, rpid) {
+                let tagged = match layout {
+                    Some(l) => tag_walked_in_place(head, start, l, pcp, vid, rpid),
+                    None => tag_in_place(head, start, pcp, vid, rpid),
+                };
+                if let Some(untag) = tagged {
                     // The frame's own buffer goes up; a refused frame is put back untagged.
                     len = head.len();
                     if !tx(head) {

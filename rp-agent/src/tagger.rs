@@ -107,26 +107,33 @@ pub fn tag_in_place(
     rpid: Option<u16>,
 ) -> Option<Untag> {
     let info = walk(buf.get(start..)?).ok()?;
-    tag_walked_in_place(buf, start, &TagLayout::of(&info), pcp, vid, rpid)
+    tag_walked_in_place(buf, start, &TagLayout::of(&info)?, pcp, vid, rpid)
 }
 
 /// Where a walked frame's tags lie: what [`tag_in_place`] needs of its
 /// [`wire::L2Info`], kept beside a queued frame so that tagging it does not walk it again.
+/// Offsets into the frame in one octet each (a walked header is at most 26 octets: addresses,
+/// two VLAN tags, a CN-TAG, the EtherType), so that it adds little to a queue entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TagLayout {
-    vlan_offset: Option<usize>,
-    cn_tag_offset: Option<usize>,
-    payload_offset: usize,
+    vlan_offset: Option<u8>,
+    cn_tag_offset: Option<u8>,
+    payload_offset: u8,
 }
 
 impl TagLayout {
-    /// The layout of the frame `info` was walked from.
-    pub fn of(info: &wire::L2Info) -> TagLayout {
-        TagLayout {
-            vlan_offset: info.vlan_offset,
-            cn_tag_offset: info.cn_tag_offset,
-            payload_offset: info.payload_offset,
-        }
+    /// The layout of the frame `info` was walked from (`None` for offsets beyond an octet,
+    /// which a walk does not give).
+    pub fn of(info: &wire::L2Info) -> Option<TagLayout> {
+        let small = |o: Option<usize>| match o {
+            Some(o) => u8::try_from(o).ok().map(Some),
+            None => Some(None),
+        };
+        Some(TagLayout {
+            vlan_offset: small(info.vlan_offset)?,
+            cn_tag_offset: small(info.cn_tag_offset)?,
+            payload_offset: u8::try_from(info.payload_offset).ok()?,
+        })
     }
 }
 
@@ -141,11 +148,12 @@ pub fn tag_walked_in_place(
     rpid: Option<u16>,
 ) -> Option<Untag> {
     let frame = buf.get(start..)?;
+    let vlan_offset = info.vlan_offset.map(usize::from);
     let (x, skip) = match info.cn_tag_offset {
-        Some(c) => (c, 4),
-        None => (info.payload_offset - 2, 0),
+        Some(c) => (usize::from(c), 4),
+        None => (usize::from(info.payload_offset).checked_sub(2)?, 0),
     };
-    let grows = if info.vlan_offset.is_none() { 4 } else { 0 } + if rpid.is_some() { 4 } else { 0 };
+    let grows = if vlan_offset.is_none() { 4 } else { 0 } + if rpid.is_some() { 4 } else { 0 };
     // The tagged header is x + grows octets long and must end where the old one did.
     let len = x + skip;
     if start + skip != grows || len > MOVED_HEADER_MAX {
@@ -159,7 +167,7 @@ pub fn tag_walked_in_place(
         b[at..at + bytes.len()].copy_from_slice(bytes);
         at += bytes.len();
     };
-    let head_end = match info.vlan_offset {
+    let head_end = match vlan_offset {
         Some(v) => {
             // Walk validated the tag: 4 octets at `v`.
             let tci = u16::from_be_bytes([old[v + 2], old[v + 3]]);
