@@ -292,14 +292,18 @@ impl Agent {
             self.stats.host_too_long += 1;
             return Err(HostError::TooLong);
         }
-        // One walk: the key is read off it and the layout kept for tagging.
-        let Some((key, layout)) = walk(frame).ok().and_then(|info| {
-            let key = classify_walked(frame, &info, self.cfg.flow_key, self.cfg.priority).ok()?;
-            Some((key, TagLayout::of(&info)))
-        }) else {
+        // One walk: the key is read off it and the layout kept for tagging. (Bound in place
+        // rather than passed along through `Option`s: copies of these structures through the
+        // stack showed in profiles.)
+        let Ok(info) = walk(frame) else {
             self.stats.host_malformed += 1;
             return Err(HostError::Malformed);
         };
+        let Ok(key) = classify_walked(frame, &info, self.cfg.flow_key, self.cfg.priority) else {
+            self.stats.host_malformed += 1;
+            return Err(HostError::Malformed);
+        };
+        let layout = TagLayout::of(&info);
         let same = self
             .flows
             .get(self.last_flow)

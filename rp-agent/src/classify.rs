@@ -35,6 +35,7 @@ pub fn classify(frame: &[u8], mode: FlowKeyMode, default_priority: u8) -> wire::
 
 /// [`classify`] for a frame already walked into `info` (the `five-tuple` key reads the IP
 /// header through [`FlowKey::extract`]; the default key is read off `info`).
+#[inline]
 pub fn classify_walked(
     frame: &[u8],
     info: &L2Info,

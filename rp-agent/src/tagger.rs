@@ -160,7 +160,12 @@ pub fn tag_walked_in_place(
         return None;
     }
     let mut head = [0u8; MOVED_HEADER_MAX];
-    head[..len].copy_from_slice(frame.get(..len)?);
+    // A copy of fixed size (a few vector moves, not a call) when the frame is that long, as
+    // data frames are; only `head[..len]` is used.
+    match frame.get(..MOVED_HEADER_MAX) {
+        Some(window) => head.copy_from_slice(window),
+        None => head[..len].copy_from_slice(frame.get(..len)?),
+    }
     let old = &head[..len];
     let mut at = 0;
     let mut put = |b: &mut [u8], bytes: &[u8]| {

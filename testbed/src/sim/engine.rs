@@ -1367,3 +1367,133 @@ fn throughput(now: &DirStats, warm: &DirStats, elapsed: Duration) -> f64 {
     }
     (now.bytes.saturating_sub(warm.bytes) as f64 * 8.0) / s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A station that logs what it is handed and when it is polled. A sender sends one
+    /// 60-octet frame when first polled; a receiver is due at once after a frame arrives, and
+    /// its poll takes every frame it holds.
+    #[derive(Debug)]
+    struct Logger {
+        name: &'static str,
+        log: Rc<RefCell<Vec<String>>>,
+        to_send: bool,
+        held: usize,
+        last_rx: Instant,
+    }
+
+    impl SimNode for Logger {
+        fn handle_frame(&mut self, now: Instant, port: usize, _frame: &[u8]) {
+            let line = format!("{} rx {} port {port}", now.as_nanos(), self.name);
+            self.log.borrow_mut().push(line);
+            self.held += 1;
+            self.last_rx = now;
+        }
+        fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(usize, &[u8]) -> bool) {
+            let line = format!("{} poll {} ({} held)", now.as_nanos(), self.name, self.held);
+            self.log.borrow_mut().push(line);
+            self.held = 0;
+            if self.to_send && tx(0, &[0u8; 60]) {
+                self.to_send = false;
+            }
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            if self.to_send {
+                Some(Instant::ZERO)
+            } else if self.held > 0 {
+                Some(self.last_rx)
+            } else {
+                None
+            }
+        }
+    }
+
+    /// Senders `a` and `b` (and `c` when `three`) each linked to the receiver `r` at 1 Gb/s
+    /// with 1 µs of delay; no periodic events.
+    fn star(three: bool) -> (Sim<Logger>, Rc<RefCell<Vec<String>>>) {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let mut b = SimBuilder::<Logger>::with_custom_nodes(1);
+        b.options(TraceOptions {
+            trace_interval: Duration::ZERO,
+            sample_interval: Duration::ZERO,
+            warmup: Duration::ZERO,
+        });
+        let node = |b: &mut SimBuilder<Logger>, name: &'static str, to_send: bool| {
+            let log = log.clone();
+            b.node(name, move |_, _| Logger {
+                name,
+                log,
+                to_send,
+                held: 0,
+                last_rx: Instant::ZERO,
+            })
+        };
+        let r = node(&mut b, "r", false);
+        let mut senders = vec![node(&mut b, "a", true), node(&mut b, "b", true)];
+        if three {
+            senders.push(node(&mut b, "c", true));
+        }
+        for s in senders {
+            b.link(
+                s,
+                r,
+                LinkSpec::new(Rate::from_gbps(1), Duration::from_micros(1)),
+            );
+        }
+        (b.build().unwrap(), log)
+    }
+
+    /// The order of a run is the one the event queue alone gives, whether a wake-up goes
+    /// through the queue or the ready slot. Hand-computed: a 60-octet frame occupies 84
+    /// octets of wire (FCS, preamble, inter-packet gap) = 672 ns at 1 Gb/s, + 1 µs of delay:
+    /// both frames sent at 0 reach `r` at 1672 ns. The first delivery makes `r` due then, but
+    /// the second delivery is due at that instant too, so `r`'s wake-up is queued behind it
+    /// and its one poll finds both frames. Events: two sender wake-ups, two deliveries, one
+    /// receiver wake-up.
+    #[test]
+    fn a_wake_up_due_now_runs_after_everything_already_due_now() {
+        let (mut sim, log) = star(false);
+        sim.run_until(Instant::from_nanos(10_000));
+        assert_eq!(
+            *log.borrow(),
+            vec![
+                "0 poll a (0 held)",
+                "0 poll b (0 held)",
+                "1672 rx r port 0",
+                "1672 rx r port 1",
+                "1672 poll r (2 held)",
+            ]
+        );
+        let st = sim.stats();
+        assert_eq!((st.events, st.polls, st.deliveries), (5, 3, 2));
+    }
+
+    /// With one frame arriving at an instant, the receiver's wake-up is the very next event:
+    /// it is polled from the ready slot right after the delivery, and counted as an event all
+    /// the same. The link of `c` is slowed to 100 Mb/s before the run: its frame occupies the
+    /// wire for 6720 ns and arrives alone at 7720 ns.
+    #[test]
+    fn a_lone_delivery_is_followed_by_the_receivers_poll() {
+        let (mut sim, log) = star(true);
+        sim.set_link_rate(LinkId(2), Direction::Both, Rate::from_mbps(100));
+        sim.run_until(Instant::from_nanos(20_000));
+        assert_eq!(
+            *log.borrow(),
+            vec![
+                "0 poll a (0 held)",
+                "0 poll b (0 held)",
+                "0 poll c (0 held)",
+                "1672 rx r port 0",
+                "1672 rx r port 1",
+                "1672 poll r (2 held)",
+                "7720 rx r port 2",
+                "7720 poll r (1 held)",
+            ]
+        );
+        let st = sim.stats();
+        // Three sender wake-ups, three deliveries, two receiver wake-ups.
+        assert_eq!((st.events, st.polls, st.deliveries), (8, 5, 3));
+    }
+}

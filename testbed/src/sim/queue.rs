@@ -338,6 +338,32 @@ mod tests {
         }
     }
 
+    /// `has_due_by` looks past a taken root without settling it, and sees the FIFO.
+    #[test]
+    fn whether_anything_is_due_by_an_instant() {
+        let mut q = EventQueue::new();
+        assert!(!q.has_due_by(Instant::MAX));
+        q.push(at(10), 'a');
+        q.push(at(20), 'b');
+        q.push(at(10), 'c');
+        assert!(!q.has_due_by(at(9)));
+        assert!(q.has_due_by(at(10)));
+        assert_eq!(q.pop_until(at(100)).unwrap().kind, 'a');
+        // The root is taken; 'c' (10) and 'b' (20) remain.
+        assert!(q.has_due_by(at(10)));
+        assert_eq!(q.pop_until(at(100)).unwrap().kind, 'c');
+        assert!(!q.has_due_by(at(10)));
+        assert!(q.has_due_by(at(20)));
+        // An event for the current instant (10) goes to the FIFO: due.
+        q.push(at(10), 'd');
+        assert!(q.has_due_by(at(10)));
+        assert_eq!(q.pop_until(at(100)).unwrap().kind, 'd');
+        // 'd' went to the FIFO, not over the taken root: 'b' is all that is left.
+        assert!(!q.has_due_by(at(19)));
+        assert_eq!(q.pop_until(at(100)).unwrap().kind, 'b');
+        assert!(!q.has_due_by(Instant::MAX));
+    }
+
     #[test]
     fn the_latest_instant_is_a_valid_time() {
         let mut q = EventQueue::new();
