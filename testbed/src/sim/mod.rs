@@ -14,7 +14,9 @@
 //!   scheduled, so a run is a pure function of its topology and seed. Future events sit in a
 //!   small four-ary heap of packed `(time, sequence)` keys; events scheduled for the instant being processed (a host polled for the
 //!   frame that just reached it) go to a FIFO beside it, which gives the same order at less
-//!   cost (`queue`, with the argument).
+//!   cost (`queue`, with the argument). A node's wake-up due now when nothing else is due now
+//!   would be the very next event: it skips the queue altogether (the engine's ready slot,
+//!   [`engine`]'s `reschedule`), the same order again, and still counted as an event.
 //! * **Nodes** are a plain enum: switches ([`cp_switch::Bridge`]) and hosts
 //!   ([`host::HostNode`]), plus, for tests, one typed kind of their own ([`node`]); no dynamic
 //!   dispatch, no downcasts. They are driven exactly like the daemons drive their cores: a frame that reaches a
@@ -67,7 +69,15 @@
 //! the bridge's queue, onto the next link and into the receiving agent's host queue), the
 //! bridge's transmit and deadline scans, the event heap (one sift per event: a pop leaves its
 //! slot to the push that follows it), and the agent's classification.
-//! The agent's per-poll work visits its occupied flow slots only, not its whole table.
+//! The agent's per-poll work visits its occupied flow slots only, not its whole table, and
+//! walks a host frame's headers once (the key is read off the walk; the tag layout is kept
+//! with the queued frame for tagging in place). Trace lines are written with sorted keys
+//! straight from their records, without a `serde_json::Value` in between.
+//! A profile of `testbed sim scenarios/sim/dumbbell4.toml --duration 1s` (perf, release
+//! build, self time): the engine's loop about 10 %, the event heap's sift 7 %, header walks
+//! 6-8 % (host, sink and bridge), `Agent::host_frame` 6 %, the bridge's `poll_timeout` and
+//! `poll_transmit_buf` 5 % each, `Agent::poll_uplink_buf` 4-6 %, the generator's zero fill of
+//! each payload 2-3 %; the trace lines fell from about 5 % (through `Value`) to under 1 %.
 //!
 //! # Modules
 //! [`engine`] (clock, links, nodes), `queue` (the event queue), [`node`] (the node kinds),
