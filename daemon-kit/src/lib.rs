@@ -15,6 +15,8 @@
 //! * [`process`] — signals, `--die-with-parent`, standard output that survives a closed pipe;
 //! * [`reopen`] — a port-reopening thread, so a port's loss and return never stall the
 //!   dataplane thread;
+//! * [`sched`] — `--sched fifo:PRIO|other` and `--cpu N[,M]`: the dataplane thread's
+//!   scheduling policy and CPU affinity, and what `stats` reports of them;
 //! * [`patch`] — run-time parameter changes: `KEY=VALUE` operands → a typed patch;
 //! * [`cli`] — what every binary (the tools too) does alike: `RUST_LOG` logging, shell
 //!   completions and man pages from its clap definition.
@@ -31,6 +33,7 @@ pub mod offload;
 pub mod patch;
 pub mod process;
 pub mod reopen;
+pub mod sched;
 mod sorted_json;
 pub mod trace_record;
 pub mod trace_writer;

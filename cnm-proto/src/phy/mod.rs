@@ -17,7 +17,8 @@
 //! * [`clock`], [`poll`] — the monotonic clock, the [`clock::Clock`] seam a daemon loop reads
 //!   time and sleeps through (real, or warped in tests), and `ppoll` with nanosecond timeouts.
 //! * [`iface`], [`offload`], [`netns`] — interface facts (index, MAC, MTU, flags), ethtool
-//!   offload control and network-namespace entry; [`process`] — dying with the parent.
+//!   offload control and network-namespace entry; [`process`] — dying with the parent, the
+//!   calling thread's scheduling policy and CPU affinity.
 //!
 //! Errors carry the interface name and the operation that failed ([`PortError`]);
 //! [`PortError::is_link_gone`] tells a port that vanished or went down (the caller marks it

@@ -1,5 +1,5 @@
 //! Process-level controls the daemons and their runner need from the kernel: dying with the
-//! parent.
+//! parent; the calling thread's scheduling policy and CPU affinity (sched(7)).
 
 use std::io;
 
@@ -59,10 +59,129 @@ pub fn die_with_parent_on_spawn(cmd: &mut std::process::Command) {
     }
 }
 
+/// A scheduling policy of sched(7), as the kernel reports it for a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// `SCHED_OTHER`, the default time-sharing policy.
+    Other,
+    /// `SCHED_FIFO` at a static priority of 1-99: runs before every `SCHED_OTHER` thread of its
+    /// CPU until it blocks or a higher priority becomes runnable.
+    Fifo(u8),
+    /// `SCHED_RR` at a static priority (set by someone else; reported, never set here).
+    RoundRobin(u8),
+    /// `SCHED_BATCH`, `SCHED_IDLE`, `SCHED_DEADLINE` or an unknown number.
+    Unknown(i32),
+}
+
+/// Sets the scheduling policy of the *calling thread* (sched_setscheduler(2) with pid 0, which
+/// Linux applies to the caller's thread only; threads it starts later inherit it). `EPERM`
+/// means neither root nor `CAP_SYS_NICE` (nor an `RLIMIT_RTPRIO` high enough); `EINVAL` a
+/// priority out of 1-99 for `Fifo`.
+pub fn set_policy(policy: Policy) -> io::Result<()> {
+    let (pol, prio) = match policy {
+        Policy::Other => (libc::SCHED_OTHER, 0),
+        Policy::Fifo(p) => (libc::SCHED_FIFO, i32::from(p)),
+        Policy::RoundRobin(p) => (libc::SCHED_RR, i32::from(p)),
+        Policy::Unknown(_) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid 0 is the caller.
+    let rc = unsafe { libc::sched_setscheduler(0, pol, &param) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's scheduling policy (sched_getscheduler(2), sched_getparam(2)).
+pub fn policy() -> io::Result<Policy> {
+    // SAFETY: pid 0 is the caller; no memory is passed.
+    let pol = unsafe { libc::sched_getscheduler(0) };
+    if pol < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid, writable sched_param.
+    if unsafe { libc::sched_getparam(0, &mut param) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let prio = u8::try_from(param.sched_priority).unwrap_or(0);
+    Ok(match pol {
+        libc::SCHED_OTHER => Policy::Other,
+        libc::SCHED_FIFO => Policy::Fifo(prio),
+        libc::SCHED_RR => Policy::RoundRobin(prio),
+        other => Policy::Unknown(other),
+    })
+}
+
+/// Restricts the *calling thread* to the CPUs in `cpus` (sched_setaffinity(2) with pid 0).
+/// `EINVAL`: no CPU of the set is online (or a number is past `CPU_SETSIZE`, refused here
+/// before the call).
+pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: `c` is below CPU_SETSIZE, the number of bits of `set` (checked above).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the caller.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs the calling thread may run on (sched_getaffinity(2)), in increasing order.
+pub fn affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: as in `set_affinity`.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` is below CPU_SETSIZE, the number of bits of `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_thread_reads_back_its_affinity_and_policy() {
+        // On a thread of its own: the test runner's threads keep theirs.
+        std::thread::spawn(|| {
+            let all = affinity().expect("affinity");
+            assert!(!all.is_empty());
+            set_affinity(&all[..1]).expect("one CPU of the allowed set");
+            assert_eq!(affinity().expect("affinity"), all[..1]);
+            assert_eq!(
+                set_affinity(&[libc::CPU_SETSIZE as usize])
+                    .unwrap_err()
+                    .raw_os_error(),
+                Some(libc::EINVAL)
+            );
+            set_policy(Policy::Other).expect("SCHED_OTHER is always allowed");
+            assert_eq!(policy().expect("policy"), Policy::Other);
+            assert!(
+                set_policy(Policy::Fifo(0)).is_err(),
+                "FIFO priorities are 1-99"
+            );
+        })
+        .join()
+        .expect("thread");
+    }
 
     #[test]
     fn a_child_dies_with_the_thread_that_spawned_it() {

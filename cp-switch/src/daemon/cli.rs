@@ -23,6 +23,8 @@
 //! cp_mode = "qcn"              # --cp-mode: qcn (default) | fqcn | explicit-rate
 //! culprit = "arrival"          # --culprit: arrival | occupancy-deterministic | occupancy-random
 //! er_interval = "3ms"          # --er-interval: explicit-rate T (default 30us x 10Gbit/C)
+//! sched = "fifo:50"            # --sched: dataplane thread's policy, other (default) | fifo:PRIO
+//! cpu = [1]                    # --cpu 1: pin the dataplane thread (daemon_kit::sched)
 //!
 //! [[port]]
 //! name = "sw-p1"
@@ -313,6 +315,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "true|false")]
     #[serde(default)]
     pub ingress_stage: Option<bool>,
+    /// Scheduling policy of the dataplane thread: `other` (time-shared, default) or
+    /// `fifo:PRIO` (real-time SCHED_FIFO, PRIO 1-99; needs root or CAP_SYS_NICE).
+    #[arg(long, value_name = "fifo:PRIO|other")]
+    #[serde(default)]
+    pub sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// Pin the dataplane thread to these CPUs (default: any).
+    #[arg(long, value_name = "N[,M]")]
+    #[serde(default)]
+    pub cpu: Option<daemon_kit::sched::CpuList>,
     /// Static FDB entries (TOML only).
     #[arg(skip)]
     #[serde(default)]
@@ -377,7 +388,9 @@ impl RunArgs {
             cp_mode,
             culprit,
             er_interval,
-            ingress_stage
+            ingress_stage,
+            sched,
+            cpu
         );
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);
@@ -518,6 +531,16 @@ port = "p2"
         assert_eq!(g.culprit, Some(Culprit::OccupancyRandom));
         assert_eq!(g.er_interval, Some(Duration::from_millis(3)));
         assert!(Flags::try_parse_from(["cp-switch", "--cp-mode", "fast"]).is_err());
+        let s = Flags::try_parse_from(["cp-switch", "--sched", "fifo:40", "--cpu", "1"])
+            .unwrap()
+            .run;
+        assert_eq!(s.sched, Some(daemon_kit::sched::SchedPolicy::Fifo(40)));
+        assert_eq!(s.cpu, Some(daemon_kit::sched::CpuList(vec![1])));
+        assert!(Flags::try_parse_from(["cp-switch", "--sched", "fifo:0"]).is_err());
+        let t: RunArgs = toml::from_str("sched = \"fifo:9\"\ncpu = [0, 1]\n").unwrap();
+        let merged = t.overlay(s);
+        assert_eq!(merged.sched, Some(daemon_kit::sched::SchedPolicy::Fifo(40)));
+        assert_eq!(merged.cpu, Some(daemon_kit::sched::CpuList(vec![1])));
         assert!(Flags::try_parse_from(["cp-switch", "--culprit", "nobody"]).is_err());
         let t: RunArgs =
             toml::from_str("cp_mode = \"fqcn\"\nculprit = \"occupancy-deterministic\"\n").unwrap();

@@ -266,6 +266,12 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     if let Some(t) = trace {
         dp = dp.with_trace(t, args.trace_interval.unwrap_or(Duration::from_millis(1)));
     }
+    // Only this (the dataplane) thread: the helper threads above stay time-shared.
+    daemon_kit::sched::SchedArgs {
+        sched: args.sched,
+        cpu: args.cpu.clone(),
+    }
+    .apply()?;
     dp.run(&term)?;
     tracing::info!("signal received: shutting down");
     dp.finish();
@@ -702,6 +708,9 @@ fn realtime_ns() -> u64 {
 
 fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
     let mut v = serde_json::to_value(bridge.stats()).unwrap_or(Value::Null);
+    // The dataplane thread's policy and CPUs, as the kernel applies them (commands are
+    // answered on that thread).
+    v["sched"] = daemon_kit::sched::current();
     if let Some(ports) = v["ports"].as_array_mut() {
         for (p, slot) in ports.iter_mut().zip(slots.iter_mut()) {
             if let Some(reason) = &slot.down_reason {

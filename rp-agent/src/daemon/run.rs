@@ -70,6 +70,9 @@ pub struct AgentArgs {
     /// with SIGKILL.
     #[arg(long)]
     pub die_with_parent: bool,
+    /// `--sched fifo:PRIO|other` and `--cpu N[,M]` of the dataplane thread.
+    #[command(flatten)]
+    pub sched: daemon_kit::sched::SchedArgs,
 }
 
 fn parse_flow_key(s: &str) -> Result<FlowKeyMode, String> {
@@ -290,6 +293,8 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         req_rx,
     );
     host.trace = trace;
+    // Only this (the dataplane) thread: the helper threads above stay time-shared.
+    args.agent.sched.apply()?;
     let r = host.run(&term);
     if let Some(t) = host.trace.take() {
         let lost = t.lost();
@@ -556,6 +561,8 @@ pub fn answer(
         Command::Stats => {
             let mut v = serde_json::to_value(agent.stats()).map_err(|e| e.to_string())?;
             v["host_dropped"] = json!(host_dropped);
+            // The loop's thread (commands are answered there): its policy and CPUs.
+            v["sched"] = daemon_kit::sched::current();
             Ok(v)
         }
         Command::SetRp { set } => set_rp(agent, now, &set),

@@ -101,6 +101,9 @@ pub struct SinkArgs {
     /// Shut down (as on SIGTERM) when the parent process dies.
     #[arg(long)]
     pub die_with_parent: bool,
+    /// `--sched fifo:PRIO|other` and `--cpu N[,M]` (`daemon_kit::sched`).
+    #[command(flatten)]
+    pub sched: daemon_kit::sched::SchedArgs,
 }
 
 /// Runs the generator.
@@ -122,6 +125,7 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         None => None,
     };
     drop(req_tx);
+    args.agent.sched.apply()?;
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
     let mut sources: Vec<Source> = (0..args.flows.max(1))
@@ -538,6 +542,7 @@ pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let mut port = phy::AfPacketPort::open(name, &ring)
         .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
     let mut sink = Sink::new(args.max_flows);
+    args.sched.apply()?;
     let start = phy::clock::now();
     let end = args.duration.map(|d| start + d);
     let mut schedule = Schedule::new(start, args.interval, end);
