@@ -232,6 +232,18 @@ enum Bench {
         /// Rounds of the CP on/off comparison (interleaved; medians reported).
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// `--sched` of the switch, agent and generator of parts 1 and 4 (real-time by
+        /// default: on a busy machine a time-shared daemon waits milliseconds for a CPU; `other`
+        /// measures them time-shared).
+        #[arg(long, value_name = "fifo:PRIO|other", default_value = "fifo:50")]
+        sched: daemon_kit::sched::SchedPolicy,
+        /// Pin those daemons apart: the switch on CPU 0, the agent/generator on the last CPU.
+        #[arg(long)]
+        pin: bool,
+        /// Run only these parts (1 latency, 2 sampling, 3 agent throughput, 4 pacing, 5 ingress
+        /// stage cost).
+        #[arg(long, value_name = "N[,N]", value_delimiter = ',')]
+        parts: Vec<u8>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -492,6 +504,9 @@ fn cmd_bench(b: Bench) -> anyhow::Result<ExitCode> {
             duration,
             warmup,
             rounds,
+            sched,
+            pin,
+            parts,
             json,
         } => {
             signals::install().context("installing signal handlers")?;
@@ -499,6 +514,9 @@ fn cmd_bench(b: Bench) -> anyhow::Result<ExitCode> {
                 duration,
                 warmup,
                 rounds,
+                sched: Some(sched),
+                pin,
+                parts,
                 cp_switch: testbed::bins::path("cp-switch"),
                 rp_agent: testbed::bins::path("rp-agent"),
             };
