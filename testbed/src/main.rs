@@ -144,6 +144,10 @@ struct Common {
     /// and compare them metric by metric; the run is faithful only within the limits.
     #[arg(long)]
     twin: bool,
+    /// Netns runs: `--sched` of every switch daemon's dataplane thread (`fifo:PRIO`
+    /// real-time, or `other`; default: the daemon's own, time-shared).
+    #[arg(long, value_name = "fifo:PRIO|other")]
+    switch_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -189,6 +193,7 @@ impl Common {
         o.quiet = self.quiet;
         o.no_plots = self.no_plots;
         o.twin = self.twin;
+        o.switch_sched = self.switch_sched;
         o.modes = run::modes::ModeFlags {
             cp_mode: self.cp_mode,
             culprit: self.culprit,

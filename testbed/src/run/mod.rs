@@ -100,6 +100,8 @@ pub struct RunOptions {
     /// After a netns run, run the simulator on the same scenario and seed (into `twin-sim/`)
     /// and compare ([`crate::analysis::twin::twin`]).
     pub twin: bool,
+    /// Netns runs: `--sched` of every `cp-switch` (`None`: the daemon's default).
+    pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 impl RunOptions {
@@ -116,6 +118,7 @@ impl RunOptions {
             quiet: false,
             no_plots: false,
             twin: false,
+            switch_sched: None,
         }
     }
 }

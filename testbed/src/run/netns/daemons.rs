@@ -158,9 +158,11 @@ pub fn start_switches(st: &Setup) -> anyhow::Result<Vec<SwitchProc>> {
         let log = st.logs.join(format!("cp-switch-{sw}.log"));
         let logf = std::fs::File::create(&log)?;
         let mut c = st.ns[sw].command(&st.bins.cp_switch)?;
-        c.arg("--config")
-            .arg(&cfg_path)
-            .env(RUN_ENV, &st.prefix)
+        c.arg("--config").arg(&cfg_path);
+        if let Some(p) = st.switch_sched {
+            c.arg("--sched").arg(p.to_string());
+        }
+        c.env(RUN_ENV, &st.prefix)
             .stdout(Stdio::from(logf.try_clone()?))
             .stderr(Stdio::from(logf));
         let child = st.ns[sw].spawn_command(c)?;

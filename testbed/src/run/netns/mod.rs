@@ -232,6 +232,7 @@ impl NetnsWorld {
             // iperf3 reports every 0.1 s at the most.
             iperf_interval: format!("{:.3}", interval.max(0.1)),
             t0: StdInstant::now(),
+            switch_sched: opts.switch_sched,
         };
         let mut w = NetnsWorld {
             params: ParamEvents::new(sc, k)?,

@@ -56,6 +56,8 @@ pub struct Setup {
     pub iperf_interval: String,
     /// The schedule's start.
     pub t0: StdInstant,
+    /// `--sched` of every switch daemon (`None`: its default).
+    pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 impl Setup {
