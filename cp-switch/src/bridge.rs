@@ -68,6 +68,7 @@ use crate::cp::flows::HDR_LEN;
 use crate::cp::{
     Arrival, CongestionPoint, CpConfig, CpPatch, CpStats, Feedback, Placement, NO_FLOW,
 };
+use crate::deadline::{DeadlineCache, Due};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, is_reserved_group, Classified, Decision};
@@ -158,6 +159,9 @@ pub struct Bridge {
     /// Per port: it may have work for `poll_transmit` or a deadline for `poll_timeout`
     /// (see "Cost" above; false only for a port [`Port::idle`] when last served).
     busy: Vec<bool>,
+    /// Each port's part of [`Bridge::poll_timeout`], recomputed only for ports marked stale
+    /// ([`crate::deadline`]): every change of what `poll_timeout` reads of a port marks it.
+    deadlines: DeadlineCache,
     /// Input buffers, index `input * 8 + priority`.
     inbufs: Vec<InputBuffer>,
     /// Rings of inputs with frames for (output, priority), index `output * 8 + priority`.
@@ -391,6 +395,7 @@ impl Bridge {
             control_frames: cfg.buffers.control_frames,
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
             busy: vec![true; n],
+            deadlines: DeadlineCache::new(n),
             ports,
             inbufs: (0..n * P)
                 .map(|_| {
@@ -541,6 +546,7 @@ impl Bridge {
             return;
         };
         self.busy[i] = true;
+        self.deadlines.invalidate(i);
         let len = frame.bytes().len();
         port.counters.rx_frames += 1;
         port.counters.rx_bytes += len as u64;
@@ -747,6 +753,7 @@ impl Bridge {
             if self.busy[o] {
                 self.transmit_port(now, o, tx);
                 self.busy[o] = !self.ports[o].idle();
+                self.deadlines.invalidate(o);
             }
         }
     }
@@ -755,58 +762,76 @@ impl Bridge {
     /// departure, delay line, PAUSE expiry or refresh), `None` if idle. An instant at or before
     /// the last `now` means "poll again now" (e.g. after `tx` refused a frame).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut best: Option<Instant> = None;
-        let mut consider = |t: Instant| {
-            best = Some(best.map_or(t, |b| b.min(t)));
-        };
+        let d = self.deadlines.get(|o| self.port_due(o));
+        // Every test of the crate (and every debug build) checks the cache against
+        // recomputing every port.
+        #[cfg(any(test, debug_assertions))]
+        {
+            let fresh = (0..self.ports.len()).fold(Due::NONE, |d, o| d.min(self.port_due(o)));
+            assert_eq!(d, fresh, "a port's deadline changed without being marked");
+        }
+        self.timeout_of(d)
+    }
+
+    /// [`Bridge::poll_timeout`] from the ports' deadlines `d` and the bridge-wide timers.
+    #[inline]
+    fn timeout_of(&self, mut d: Due) -> Option<Instant> {
+        if d.asap {
+            d.consider(self.last_now);
+        }
         if self.cp_timers {
             for cp in &self.cps {
                 if let Some(t) = cp.timer_due() {
-                    consider(t);
+                    d.consider(t);
                 }
             }
         }
         if let Some(t) = self.lldp_due {
-            consider(t);
+            d.consider(t);
         }
-        for (o, port) in self.ports.iter().enumerate() {
-            if !self.busy[o] {
-                continue;
-            }
-            if let Some(t) = port.pause_gen.refresh_at() {
-                consider(t);
-            }
-            if port.neighbour_cn.is_some() && port.cnd == CndDefense::Auto {
-                consider(port.neighbour_until);
-            }
-            if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
-                consider(t);
-            }
-            if !port.up {
-                continue;
-            }
-            if !port.ctl.is_empty() {
-                consider(self.last_now);
-            }
-            if let Some(t) = port.delay.next_due() {
-                consider(t);
-            }
-            if port.backlog != 0 {
-                let mut ready = Instant::MAX;
-                let mut backlog = port.backlog;
-                while backlog != 0 {
-                    let p = backlog.trailing_zeros() as usize;
-                    backlog &= backlog - 1;
-                    if let Some(f) = self.outqs[o * P + p].front() {
-                        ready = ready.min(f.ts.max(port.pause_rx.until(p)));
-                    }
+        d.at
+    }
+
+    /// What port `o` has due (its part of [`Bridge::poll_timeout`]): nothing unless it is
+    /// busy; its PAUSE refresh, neighbour expiry and storm watchdog; if it is up, control
+    /// frames at once, the delay line's head, and the earliest head of a backlogged output
+    /// queue (after any PAUSE received for its priority) behind the shaper.
+    fn port_due(&self, o: usize) -> Due {
+        let mut d = Due::NONE;
+        let (Some(port), Some(true)) = (self.ports.get(o), self.busy.get(o).copied()) else {
+            return d;
+        };
+        if let Some(t) = port.pause_gen.refresh_at() {
+            d.consider(t);
+        }
+        if port.neighbour_cn.is_some() && port.cnd == CndDefense::Auto {
+            d.consider(port.neighbour_until);
+        }
+        if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
+            d.consider(t);
+        }
+        if !port.up {
+            return d;
+        }
+        d.asap = !port.ctl.is_empty();
+        if let Some(t) = port.delay.next_due() {
+            d.consider(t);
+        }
+        if port.backlog != 0 {
+            let mut ready = Instant::MAX;
+            let mut backlog = port.backlog;
+            while backlog != 0 {
+                let p = backlog.trailing_zeros() as usize;
+                backlog &= backlog - 1;
+                if let Some(f) = self.outqs[o * P + p].front() {
+                    ready = ready.min(f.ts.max(port.pause_rx.until(p)));
                 }
-                if ready != Instant::MAX {
-                    consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
-                }
+            }
+            if ready != Instant::MAX {
+                d.consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
             }
         }
-        best
+        d
     }
 
     /// Changes the emulated line rate of `port` (`None` = unshaped). The frame being
@@ -817,6 +842,7 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
+        self.deadlines.invalidate(port.index());
         if rate == Some(Rate::ZERO) {
             return;
         }
@@ -838,6 +864,7 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
+        self.deadlines.invalidate(port.index());
         pt.delay.set_delay(delay);
         self.event(Event::DelayChange {
             at: now,
@@ -859,6 +886,7 @@ impl Bridge {
         }
         // Inputs draining their frames for `o` may send XON: every port is looked at.
         self.busy.fill(true);
+        self.deadlines.invalidate_all();
         pt.up = up;
         // Whatever the neighbour said is void once the link goes down (802.1AB clause
         // 9.2.7.7: the remote systems' data of a port whose link is lost are deleted).
@@ -931,6 +959,7 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
+        self.deadlines.invalidate(port.index());
         pt.counters.tx_frames = pt.counters.tx_frames.saturating_sub(1);
         pt.counters.tx_bytes = pt.counters.tx_bytes.saturating_sub(len as u64);
         self.drop_frame(now, port, None, DropReason::TxRefused);
@@ -1153,6 +1182,7 @@ impl Bridge {
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
         self.busy[i] = true;
+        self.deadlines.invalidate(i);
         if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
             self.send_pause(now, i, p, on);
         }
@@ -1465,6 +1495,7 @@ impl Bridge {
     #[inline]
     fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
         self.busy[j] = true;
+        self.deadlines.invalidate(j);
         if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
             self.send_pause(now, j, p, on);
         }
@@ -1514,6 +1545,7 @@ impl Bridge {
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
             self.busy[o] = true;
+            self.deadlines.invalidate(o);
             self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
@@ -1541,6 +1573,7 @@ impl Bridge {
         }
         self.ports[port].ctl.push_back(f);
         self.busy[port] = true;
+        self.deadlines.invalidate(port);
         true
     }
 
@@ -1697,6 +1730,7 @@ impl Bridge {
             if pt.cnd == CndDefense::Auto && pt.neighbour_cn.is_some() && pt.neighbour_until <= now
             {
                 pt.neighbour_cn = None;
+                self.deadlines.invalidate(o);
                 self.neighbour_changed(now, o, false);
             }
         }
@@ -1919,5 +1953,130 @@ impl Bridge {
         } else {
             self.events.push_back(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The deadline cache ([`crate::deadline`]) seen through the bridge: every test here also
+    //! runs the cache-versus-recompute check inside `poll_timeout`.
+    use super::*;
+    use crate::config::PortConfig;
+    use cnm_proto::wire::build_pause_frame;
+
+    const T0: Instant = Instant::from_nanos(1_000_000_000);
+
+    fn mac(n: u8) -> [u8; 6] {
+        [0x02, 0, 0, 0, 0x10, n]
+    }
+
+    /// An untagged frame of `len` octets (local experimental EtherType).
+    fn frame(dst: [u8; 6], src: [u8; 6], len: usize) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[0x88, 0xB6]);
+        f.resize(len, 0xA5);
+        f
+    }
+
+    fn pause(src: [u8; 6], quanta: u16) -> Vec<u8> {
+        let mut b = [0u8; 60];
+        let n = build_pause_frame(
+            EthernetAddress(src),
+            &MacControlRepr::Pause { quanta },
+            &mut b,
+        )
+        .unwrap_or(0);
+        b[..n].to_vec()
+    }
+
+    /// p0 and p1 unshaped, p2 at 8 Mb/s (one octet per microsecond; a 100-octet frame costs
+    /// 100 + 4 FCS + 20 preamble/IPG = 124 µs on its line, a pause quantum 512 bit times =
+    /// 64 µs).
+    fn bridge() -> Bridge {
+        let mut cfg = BridgeConfig::with_ports(vec![
+            PortConfig::new("p0"),
+            PortConfig::new("p1"),
+            PortConfig::new("p2").with_rate(Rate::from_mbps(8)),
+        ]);
+        cfg.lossless.watchdog = Duration::ZERO;
+        let b = Bridge::new(cfg, Rng::new(1));
+        assert!(b.is_ok(), "{b:?}");
+        b.unwrap_or_else(|_| unreachable!())
+    }
+
+    fn poll(b: &mut Bridge, now: Instant) -> Vec<(PortId, usize)> {
+        let mut sent = Vec::new();
+        b.poll_transmit(now, &mut |p, f| {
+            sent.push((p, f.len()));
+            true
+        });
+        sent
+    }
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn deadline_follows_every_change_earlier_and_later() {
+        let mut b = bridge();
+        // Station 2 announces itself on p2: flooded to the unshaped p0 and p1, due at once.
+        b.handle_frame(T0, PortId(2), &frame([0xff; 6], mac(2), 100));
+        assert_eq!(b.poll_timeout(), Some(T0));
+        assert_eq!(poll(&mut b, T0), vec![(PortId(0), 100), (PortId(1), 100)]);
+        assert_eq!(b.poll_timeout(), None, "all sent: idle");
+        assert_eq!(b.poll_timeout(), None, "asked again: same answer");
+
+        // Two frames for station 2 from p0: the first leaves at once, the second when the
+        // 8 Mb/s line is free again, 124 µs later.
+        let to2 = frame(mac(2), mac(0), 100);
+        b.handle_frame(T0, PortId(0), &to2);
+        b.handle_frame(T0, PortId(0), &to2);
+        assert_eq!(b.poll_timeout(), Some(T0));
+        assert_eq!(poll(&mut b, T0), vec![(PortId(2), 100)]);
+        assert_eq!(b.poll_timeout(), Some(T0 + us(124)));
+
+        // Earlier, through another port: a flood reaches the unshaped p1 (and queues behind
+        // the second frame on p2). Due at once again.
+        b.handle_frame(T0 + us(10), PortId(0), &frame(mac(7), mac(0), 100));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(10)));
+        assert_eq!(poll(&mut b, T0 + us(10)), vec![(PortId(1), 100)]);
+        assert_eq!(b.poll_timeout(), Some(T0 + us(124)), "back to p2's line");
+
+        // Later, through a PAUSE received on p2: 10 quanta from T0 + 20 µs stop priority 0
+        // until T0 + 20 + 640 µs.
+        b.handle_frame(T0 + us(20), PortId(2), &pause(mac(2), 10));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(660)));
+        // Earlier again: the peer lifts the pause at T0 + 30 µs (quanta 0).
+        b.handle_frame(T0 + us(30), PortId(2), &pause(mac(2), 0));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(124)));
+
+        // Earlier through a run-time change: taking p2 down drops its queue; p0 and p1 are
+        // idle, so nothing is due.
+        b.set_port_up(T0 + us(40), PortId(2), false);
+        let _ = poll(&mut b, T0 + us(40));
+        assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn control_frames_are_due_at_the_latest_now() {
+        // A control frame the line refuses stays queued: due "at once", which is the latest
+        // instant the bridge has seen, even when that instant moved without the port changing.
+        let mut b = bridge();
+        b.handle_frame(T0, PortId(2), &frame([0xff; 6], mac(2), 100));
+        let _ = poll(&mut b, T0);
+        let cnm = frame(mac(2), mac(9), 60);
+        assert!(b.queue_control(T0, 1, cnm.len(), |buf| {
+            buf.copy_from_slice(&cnm);
+            true
+        }));
+        b.poll_transmit(T0, &mut |_, _| false);
+        assert_eq!(b.poll_timeout(), Some(T0));
+        // A frame on p2 for station 2 is filtered (counted), moving only the bridge's `now`.
+        b.handle_frame(T0 + us(5), PortId(2), &frame(mac(2), mac(3), 100));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(5)));
+        assert_eq!(poll(&mut b, T0 + us(5)), vec![(PortId(1), 60)]);
+        assert_eq!(b.poll_timeout(), None);
     }
 }
