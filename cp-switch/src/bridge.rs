@@ -50,15 +50,19 @@
 //! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
 //!
 //! # Cost
-//! Per frame: one header walk, two FDB hash operations, one copy into a recycled buffer (none
-//! for a frame handed over in the caller's buffer and taken out the same way,
-//! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. [`Bridge::poll_transmit`] and
-//! [`Bridge::poll_timeout`] visit only the *busy* ports: a port is marked busy whenever
+//! Per frame: one header walk (its result travels with the frame: the CN-TAG offset a port
+//! removing CN-TAGs cuts at is the one found on arrival), two FDB hash operations, one copy
+//! into a recycled buffer (none for a frame handed over in the caller's buffer and taken out
+//! the same way, [`Bridge::poll_transmit_buf`]), and O(1) queue operations.
+//! [`Bridge::poll_transmit`] visits only the *busy* ports: a port is marked busy whenever
 //! something may give it work (a frame received on it, a frame entering one of its output
 //! queues or its control queue, a change of its input buffers' PAUSE state, any run-time
 //! change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE to refresh
-//! or watch and no neighbour entry to expire, so an idle port costs one flag test. No heap allocation once the buffers and queues have grown to the
-//! largest backlog seen.
+//! or watch and no neighbour entry to expire, so an idle port costs one flag test.
+//! [`Bridge::poll_timeout`] recomputes only the ports whose state changed since it was last
+//! asked (each port's deadline is cached, [`crate::deadline`]): after a frame passes, the
+//! one or two ports it touched, and nothing at all when it is asked twice. No heap
+//! allocation once the buffers and queues have grown to the largest backlog seen.
 
 use crate::config::{
     alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
@@ -104,12 +108,6 @@ const CNM_BUF: usize = 128;
 
 /// Octets of a CN-TAG: EtherType 0x22E9 and the RPID (802.1Q clause 33.3; QCN-REFERENCE §1).
 const CN_TAG_LEN: usize = 4;
-
-/// Offset of a queued frame's CN-TAG, if it has one.
-#[inline]
-fn cn_tag_offset(buf: &[u8]) -> Option<usize> {
-    cnm_proto::wire::walk(buf).ok()?.cn_tag_offset
-}
 
 /// Interval between sweeps of the FDB for aged entries (lookups ignore expired entries in
 /// between, so this only bounds how long they occupy room).
@@ -616,7 +614,7 @@ impl Bridge {
                 if self.storm_shut(o.index(), p) {
                     self.drop_frame(now, o, Some(p), DropReason::PauseStorm);
                 } else if self.ports[o.index()].up {
-                    self.enqueue(now, i, p, o.index(), frame, c.cn_exempt);
+                    self.enqueue(now, i, p, o.index(), frame, c);
                 } else {
                     self.drop_frame(now, ingress, Some(p), DropReason::PortDown);
                 }
@@ -634,7 +632,7 @@ impl Bridge {
                             self.drop_frame(now, PortId(o as u16), Some(p), DropReason::PauseStorm);
                         } else {
                             // Every copy but none of the caller's buffer.
-                            self.enqueue(now, i, p, o, Bytes::Shared(frame.bytes()), c.cn_exempt);
+                            self.enqueue(now, i, p, o, Bytes::Shared(frame.bytes()), c);
                         }
                     }
                 }
@@ -1136,7 +1134,8 @@ impl Bridge {
     // ----- internals -------------------------------------------------------------------
 
     /// Appends `bytes` (a copy, or the caller's buffer itself) to the VOQ for `o` in input
-    /// buffer (`i`, `p`), then lets the fabric move what fits.
+    /// buffer (`i`, `p`), then lets the fabric move what fits. The frame keeps what of its
+    /// classification `c` later stages need (CN exemption, CN-TAG offset).
     #[inline]
     fn enqueue(
         &mut self,
@@ -1145,8 +1144,9 @@ impl Bridge {
         p: usize,
         o: usize,
         bytes: Bytes<'_>,
-        exempt: bool,
+        c: &Classified,
     ) {
+        let exempt = c.cn_exempt;
         let ib = &mut self.inbufs[i * P + p];
         if !ib.admits(o, bytes.bytes().len()) {
             ib.counters.drops += 1;
@@ -1167,6 +1167,11 @@ impl Bridge {
             return;
         };
         f.cn_exempt = exempt;
+        // The offset is within the headers walk() accepts (at most two VLAN tags): it fits.
+        f.cn_tag = c
+            .cn_tag_offset
+            .and_then(|o| u16::try_from(o).ok())
+            .unwrap_or(0);
         let was_empty = ib.push(o, f);
         let qlen = ib.bytes();
         if was_empty {
@@ -1863,8 +1868,8 @@ impl Bridge {
             // An edge or interior port sends the frame without its CN-TAG (QCN-REFERENCE §1;
             // 802.1Q clause 32.4): 4 octets fewer on the line. The queue and its congestion
             // point keep accounting the frame as it was queued.
-            let strip = if pt.strip_mask & (1 << p) != 0 {
-                cn_tag_offset(&head.buf)
+            let strip = if pt.strip_mask & (1 << p) != 0 && head.cn_tag != 0 {
+                Some(usize::from(head.cn_tag))
             } else {
                 None
             };
@@ -2057,6 +2062,52 @@ mod tests {
         b.set_port_up(T0 + us(40), PortId(2), false);
         let _ = poll(&mut b, T0 + us(40));
         assert_eq!(b.poll_timeout(), None);
+    }
+
+    /// `frame(dst, src, len)` with a VLAN tag (PCP 3, VID 1) and a CN-TAG (RPID 0x0101)
+    /// inserted after the addresses: the CN-TAG's EtherType at offset 16.
+    fn cn_tagged(dst: [u8; 6], src: [u8; 6], len: usize) -> Vec<u8> {
+        let mut f = frame(dst, src, len);
+        f.splice(12..12, [0x81, 0x00, 0x60, 0x01, 0x22, 0xE9, 0x01, 0x01]);
+        f
+    }
+
+    #[test]
+    fn a_queued_frame_keeps_the_cn_tag_offset_found_on_arrival() {
+        let mut cfg = BridgeConfig::with_ports(vec![
+            PortConfig::new("p0"),
+            PortConfig::new("p1").with_rate(Rate::from_mbps(8)),
+        ]);
+        cfg.ports[1].cnd_defense = CndDefense::Interior;
+        let b = Bridge::new(cfg, Rng::new(1));
+        assert!(b.is_ok(), "{b:?}");
+        let mut b = b.unwrap_or_else(|_| unreachable!());
+        b.handle_frame(T0, PortId(1), &frame([0xff; 6], mac(1), 100));
+        let _ = poll(&mut b, T0);
+        // Two CN-tagged frames and a plain one for station 1: the first leaves at once, the
+        // others wait behind the 8 Mb/s line with what classification found.
+        let tagged = cn_tagged(mac(1), mac(0), 100);
+        b.handle_frame(T0, PortId(0), &tagged);
+        b.handle_frame(T0, PortId(0), &tagged);
+        b.handle_frame(T0, PortId(0), &frame(mac(1), mac(0), 100));
+        let q = &b.outqs[P + 3];
+        assert_eq!(q.front().map(|f| f.cn_tag), Some(16));
+        assert_eq!(b.outqs[P].front().map(|f| f.cn_tag), Some(0));
+        // An interior port sends them without the CN-TAG: 4 octets fewer, cut at offset 16.
+        let mut out = Vec::new();
+        for t in [0, 124, 248, 372] {
+            b.poll_transmit(T0 + us(t), &mut |_, f| {
+                out.push(f.to_vec());
+                true
+            });
+        }
+        let mut stripped = tagged.clone();
+        stripped.drain(16..20);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], stripped);
+        assert_eq!(out[1], stripped);
+        assert_eq!(out[2], frame(mac(1), mac(0), 100));
+        assert_eq!(b.stats().ports[1].cn_tag_stripped, 2);
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct Classified {
     pub payload_offset: usize,
     /// The frame carries a CN-TAG (802.1Q clause 33.3).
     pub cn_tagged: bool,
+    /// Offset of the CN-TAG's EtherType, when it carries one: kept with the queued frame so
+    /// that a port removing CN-TAGs does not walk the headers again.
+    pub cn_tag_offset: Option<usize>,
     /// A congestion point must not sample this frame: it is congestion feedback itself (CNM,
     /// 802.1Q-2011 33.4; rate feedback), MAC control, or has a group source address (no CNM can
     /// be addressed to it).
@@ -94,6 +97,7 @@ pub fn classify(frame: &[u8], default_priority: u8, pvid: u16) -> Result<Classif
         ethertype: info.ethertype,
         payload_offset: info.payload_offset,
         cn_tagged: info.cn_tag_offset.is_some(),
+        cn_tag_offset: info.cn_tag_offset,
         cn_exempt,
     })
 }

@@ -43,6 +43,10 @@ pub struct Frame {
     /// Flow-table index of the frame at the congestion point of the queue it sits in, when
     /// that CP accounts per-flow occupancy (`crate::cp::NO_FLOW` otherwise).
     pub flow: u16,
+    /// Offset of the frame's CN-TAG as classified on arrival (802.1Q clause 33.3), 0 when it
+    /// has none (a CN-TAG follows at least the two addresses, so 0 is never an offset): a port
+    /// that removes CN-TAGs cuts there without walking the headers again.
+    pub cn_tag: u16,
     /// The free list the buffer returns to.
     class: u8,
 }
@@ -112,6 +116,7 @@ impl FramePool {
             ingress,
             cn_exempt: false,
             flow: u16::MAX,
+            cn_tag: 0,
             class: c as u8,
         })
     }
@@ -139,6 +144,7 @@ impl FramePool {
             ingress,
             cn_exempt: false,
             flow: u16::MAX,
+            cn_tag: 0,
             class: c as u8,
         })
     }
@@ -164,6 +170,7 @@ impl FramePool {
             ingress: u16::MAX,
             cn_exempt: true,
             flow: u16::MAX,
+            cn_tag: 0,
             class: c as u8,
         })
     }
