@@ -656,6 +656,10 @@ impl Bridge {
         if self.watchdog == Duration::ZERO {
             return;
         }
+        // The watchdog changes nothing of a port at rest ([`PauseRx::at_rest`]).
+        if !self.ports[o].pause_rx.at_rest() {
+            self.deadlines.invalidate(o);
+        }
         let c = self.ports[o].pause_rx.watchdog(now, self.watchdog);
         if c.started != 0 {
             let mut flushed = 0;
@@ -749,9 +753,13 @@ impl Bridge {
         // read as the loop reaches each port, as the ports themselves were before.
         for o in 0..self.ports.len() {
             if self.busy[o] {
+                // Serving marks the port's deadline stale where it changes something; a port
+                // with nothing due is left as it was.
                 self.transmit_port(now, o, tx);
-                self.busy[o] = !self.ports[o].idle();
-                self.deadlines.invalidate(o);
+                if self.ports[o].idle() {
+                    self.busy[o] = false;
+                    self.deadlines.invalidate(o);
+                }
             }
         }
     }
@@ -1610,6 +1618,7 @@ impl Bridge {
 
     /// Re-sends XOFF before the peer's pause timer runs out.
     fn refresh_pause(&mut self, now: Instant, i: usize) {
+        self.deadlines.invalidate(i);
         let pt = &self.ports[i];
         let repr = pt.pause_gen.repr();
         let mac = pt.mac;
@@ -1762,6 +1771,9 @@ impl Bridge {
         tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
     ) -> bool {
         let id = PortId(o as u16);
+        if !self.ports[o].ctl.is_empty() {
+            self.deadlines.invalidate(o);
+        }
         loop {
             let pt = &mut self.ports[o];
             let Some(f) = pt.ctl.front_mut() else {
@@ -1806,6 +1818,7 @@ impl Bridge {
             };
             pt.counters.count_tx(len);
             self.pool.recycle(f);
+            self.deadlines.invalidate(o);
         }
         true
     }
@@ -1859,6 +1872,7 @@ impl Bridge {
             let r = o * P + p;
             let Some(head) = self.outqs[r].front() else {
                 pt.backlog &= !(1 << p);
+                self.deadlines.invalidate(o);
                 continue;
             };
             let ready = head.ts.max(pt.pause_rx.until(p));
@@ -1875,6 +1889,8 @@ impl Bridge {
             };
             let queued = head.len();
             let len = queued - if strip.is_some() { CN_TAG_LEN } else { 0 };
+            // From here on the port's queue, shaper or delay line changes.
+            self.deadlines.invalidate(o);
             let start;
             if pt.delay.bypass() {
                 let sent = match strip {

@@ -10,10 +10,13 @@
 //! [`DeadlineCache`] keeps one [`Due`] per port and their minimum. A port's slot is *stale*
 //! from the moment anything its deadline depends on may have changed until the next query,
 //! which recomputes the stale slots only; a query with nothing stale is one load. The rule the
-//! bridge follows (see `Bridge::touch`): **every change of a port's state that
+//! bridge follows: **every change of a port's state that
 //! `Bridge::poll_timeout` reads marks that port stale**, at the same places it marks the port
-//! busy, plus wherever a busy port is served or loses its neighbour entry; run-time changes
-//! of a port's link mark every port. The slots are pure functions of the port's state, so
+//! busy, plus wherever serving a port changes it (a frame sent or delayed, a PAUSE refreshed,
+//! the storm watchdog of a port not at rest, the port going idle) or it loses its neighbour
+//! entry; run-time changes of a port's link mark every port. A port the driver polls before
+//! anything of it is due is left as it was, so a poll costs a recomputation only for the
+//! ports that did something. The slots are pure functions of the port's state, so
 //! recomputing at query time instead of at the change gives the same answer as recomputing
 //! every port at every query (the bridge's tests check the two against each other).
 //!
