@@ -543,8 +543,12 @@ impl Bridge {
         let Some(port) = self.ports.get_mut(i) else {
             return;
         };
-        self.busy[i] = true;
-        self.deadlines.invalidate(i);
+        // A data frame changes nothing `poll_timeout` reads of its input port (MAC control
+        // and LLDP mark it themselves; its PAUSE state, `input_enqueued`).
+        if !self.busy[i] {
+            self.busy[i] = true;
+            self.deadlines.invalidate(i);
+        }
         let len = frame.bytes().len();
         port.counters.rx_frames += 1;
         port.counters.rx_bytes += len as u64;
@@ -1194,11 +1198,7 @@ impl Bridge {
     /// CP samples here.
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
-        self.busy[i] = true;
-        self.deadlines.invalidate(i);
-        if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
-            self.send_pause(now, i, p, on);
-        }
+        self.pause_update(now, i, p, qlen);
         self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
     }
 
@@ -1507,10 +1507,23 @@ impl Bridge {
     /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
     #[inline]
     fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
-        self.busy[j] = true;
-        self.deadlines.invalidate(j);
-        if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
-            self.send_pause(now, j, p, on);
+        self.pause_update(now, j, p, bytes);
+    }
+
+    /// Input buffer (`i`, `p`) now holds `bytes`: the PAUSE generator's hysteresis, which may
+    /// send XOFF/XON. Only a change of its state gives port `i` work (a port whose generator
+    /// stays as it was keeps its busy flag and deadline).
+    #[inline]
+    fn pause_update(&mut self, now: Instant, i: usize, p: usize, bytes: u64) {
+        let pg = &mut self.ports[i].pause_gen;
+        let (asserted, refresh) = (pg.asserted(), pg.refresh_at());
+        let action = pg.update(p, bytes);
+        if pg.asserted() != asserted || pg.refresh_at() != refresh {
+            self.busy[i] = true;
+            self.deadlines.invalidate(i);
+        }
+        if let PauseAction::Send { on } = action {
+            self.send_pause(now, i, p, on);
         }
     }
 
@@ -1554,11 +1567,14 @@ impl Bridge {
             }
             f.ts = at;
             let q = &mut self.outqs[r];
+            // Behind a frame already queued, the port's deadline stays (it reads the heads).
+            if q.is_empty() || !self.busy[o] {
+                self.deadlines.invalidate(o);
+            }
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
             self.busy[o] = true;
-            self.deadlines.invalidate(o);
             self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
@@ -1642,6 +1658,7 @@ impl Bridge {
 
     /// A MAC-control frame received on port `i`.
     fn mac_control(&mut self, now: Instant, i: usize, mc: &MacControlRepr) {
+        self.deadlines.invalidate(i);
         match mc {
             MacControlRepr::Pause { .. } | MacControlRepr::Pfc { .. } => {
                 let rate = self.link_rate(i);
@@ -1666,6 +1683,7 @@ impl Bridge {
     /// neighbour's; anything else is a counted `reserved_group` drop.
     #[cold]
     fn reserved_group(&mut self, now: Instant, i: usize, frame: &[u8], c: &Classified) {
+        self.deadlines.invalidate(i);
         if c.ethertype != cnm_proto::wire::EtherType::Lldp {
             self.drop_frame(now, PortId(i as u16), None, DropReason::ReservedGroup);
             return;
