@@ -50,19 +50,16 @@
 //! structural ones by rebuilding the CPs; see [`crate::cp::CpConfig`]).
 //!
 //! # Cost
-//! Per frame: one header walk (its result travels with the frame: the CN-TAG offset a port
-//! removing CN-TAGs cuts at is the one found on arrival), two FDB hash operations, one copy
-//! into a recycled buffer (none for a frame handed over in the caller's buffer and taken out
-//! the same way, [`Bridge::poll_transmit_buf`]), and O(1) queue operations.
-//! [`Bridge::poll_transmit`] visits only the *busy* ports: a port is marked busy whenever
+//! Per frame: one header walk (its result travels with the frame: a port removing CN-TAGs
+//! cuts at the offset found on arrival), two FDB hash operations, one copy into a recycled
+//! buffer (none for a frame handed over in the caller's buffer and taken out the same way,
+//! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. [`Bridge::poll_transmit`] and
+//! [`Bridge::poll_timeout`] visit only the *busy* ports: a port is marked busy whenever
 //! something may give it work (a frame received on it, a frame entering one of its output
 //! queues or its control queue, a change of its input buffers' PAUSE state, any run-time
 //! change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE to refresh
-//! or watch and no neighbour entry to expire, so an idle port costs one flag test.
-//! [`Bridge::poll_timeout`] recomputes only the ports whose state changed since it was last
-//! asked (each port's deadline is cached, [`crate::deadline`]): after a frame passes, the
-//! one or two ports it touched, and nothing at all when it is asked twice. No heap
-//! allocation once the buffers and queues have grown to the largest backlog seen.
+//! or watch and no neighbour entry to expire, so an idle port costs one flag test. No heap allocation once the buffers and queues have grown to the
+//! largest backlog seen.
 
 use crate::config::{
     alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
@@ -72,7 +69,6 @@ use crate::cp::flows::HDR_LEN;
 use crate::cp::{
     Arrival, CongestionPoint, CpConfig, CpPatch, CpStats, Feedback, Placement, NO_FLOW,
 };
-use crate::deadline::{DeadlineCache, Due};
 use crate::delay::DelayLine;
 use crate::fdb::{Fdb, FdbEntryView};
 use crate::forward::{classify, decide, is_reserved_group, Classified, Decision};
@@ -157,9 +153,6 @@ pub struct Bridge {
     /// Per port: it may have work for `poll_transmit` or a deadline for `poll_timeout`
     /// (see "Cost" above; false only for a port [`Port::idle`] when last served).
     busy: Vec<bool>,
-    /// Each port's part of [`Bridge::poll_timeout`], recomputed only for ports marked stale
-    /// ([`crate::deadline`]): every change of what `poll_timeout` reads of a port marks it.
-    deadlines: DeadlineCache,
     /// Input buffers, index `input * 8 + priority`.
     inbufs: Vec<InputBuffer>,
     /// Rings of inputs with frames for (output, priority), index `output * 8 + priority`.
@@ -393,7 +386,6 @@ impl Bridge {
             control_frames: cfg.buffers.control_frames,
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
             busy: vec![true; n],
-            deadlines: DeadlineCache::new(n),
             ports,
             inbufs: (0..n * P)
                 .map(|_| {
@@ -543,12 +535,7 @@ impl Bridge {
         let Some(port) = self.ports.get_mut(i) else {
             return;
         };
-        // A data frame changes nothing `poll_timeout` reads of its input port (MAC control
-        // and LLDP mark it themselves; its PAUSE state, `input_enqueued`).
-        if !self.busy[i] {
-            self.busy[i] = true;
-            self.deadlines.invalidate(i);
-        }
+        self.busy[i] = true;
         let len = frame.bytes().len();
         port.counters.rx_frames += 1;
         port.counters.rx_bytes += len as u64;
@@ -660,10 +647,6 @@ impl Bridge {
         if self.watchdog == Duration::ZERO {
             return;
         }
-        // The watchdog changes nothing of a port at rest ([`PauseRx::at_rest`]).
-        if !self.ports[o].pause_rx.at_rest() {
-            self.deadlines.invalidate(o);
-        }
         let c = self.ports[o].pause_rx.watchdog(now, self.watchdog);
         if c.started != 0 {
             let mut flushed = 0;
@@ -757,13 +740,8 @@ impl Bridge {
         // read as the loop reaches each port, as the ports themselves were before.
         for o in 0..self.ports.len() {
             if self.busy[o] {
-                // Serving marks the port's deadline stale where it changes something; a port
-                // with nothing due is left as it was.
                 self.transmit_port(now, o, tx);
-                if self.ports[o].idle() {
-                    self.busy[o] = false;
-                    self.deadlines.invalidate(o);
-                }
+                self.busy[o] = !self.ports[o].idle();
             }
         }
     }
@@ -772,76 +750,58 @@ impl Bridge {
     /// departure, delay line, PAUSE expiry or refresh), `None` if idle. An instant at or before
     /// the last `now` means "poll again now" (e.g. after `tx` refused a frame).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let d = self.deadlines.get(|o| self.port_due(o));
-        // Every test of the crate (and every debug build) checks the cache against
-        // recomputing every port.
-        #[cfg(any(test, debug_assertions))]
-        {
-            let fresh = (0..self.ports.len()).fold(Due::NONE, |d, o| d.min(self.port_due(o)));
-            assert_eq!(d, fresh, "a port's deadline changed without being marked");
-        }
-        self.timeout_of(d)
-    }
-
-    /// [`Bridge::poll_timeout`] from the ports' deadlines `d` and the bridge-wide timers.
-    #[inline]
-    fn timeout_of(&self, mut d: Due) -> Option<Instant> {
-        if d.asap {
-            d.consider(self.last_now);
-        }
+        let mut best: Option<Instant> = None;
+        let mut consider = |t: Instant| {
+            best = Some(best.map_or(t, |b| b.min(t)));
+        };
         if self.cp_timers {
             for cp in &self.cps {
                 if let Some(t) = cp.timer_due() {
-                    d.consider(t);
+                    consider(t);
                 }
             }
         }
         if let Some(t) = self.lldp_due {
-            d.consider(t);
+            consider(t);
         }
-        d.at
-    }
-
-    /// What port `o` has due (its part of [`Bridge::poll_timeout`]): nothing unless it is
-    /// busy; its PAUSE refresh, neighbour expiry and storm watchdog; if it is up, control
-    /// frames at once, the delay line's head, and the earliest head of a backlogged output
-    /// queue (after any PAUSE received for its priority) behind the shaper.
-    fn port_due(&self, o: usize) -> Due {
-        let mut d = Due::NONE;
-        let (Some(port), Some(true)) = (self.ports.get(o), self.busy.get(o).copied()) else {
-            return d;
-        };
-        if let Some(t) = port.pause_gen.refresh_at() {
-            d.consider(t);
-        }
-        if port.neighbour_cn.is_some() && port.cnd == CndDefense::Auto {
-            d.consider(port.neighbour_until);
-        }
-        if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
-            d.consider(t);
-        }
-        if !port.up {
-            return d;
-        }
-        d.asap = !port.ctl.is_empty();
-        if let Some(t) = port.delay.next_due() {
-            d.consider(t);
-        }
-        if port.backlog != 0 {
-            let mut ready = Instant::MAX;
-            let mut backlog = port.backlog;
-            while backlog != 0 {
-                let p = backlog.trailing_zeros() as usize;
-                backlog &= backlog - 1;
-                if let Some(f) = self.outqs[o * P + p].front() {
-                    ready = ready.min(f.ts.max(port.pause_rx.until(p)));
+        for (o, port) in self.ports.iter().enumerate() {
+            if !self.busy[o] {
+                continue;
+            }
+            if let Some(t) = port.pause_gen.refresh_at() {
+                consider(t);
+            }
+            if port.neighbour_cn.is_some() && port.cnd == CndDefense::Auto {
+                consider(port.neighbour_until);
+            }
+            if let Some(t) = port.pause_rx.watchdog_due(self.watchdog) {
+                consider(t);
+            }
+            if !port.up {
+                continue;
+            }
+            if !port.ctl.is_empty() {
+                consider(self.last_now);
+            }
+            if let Some(t) = port.delay.next_due() {
+                consider(t);
+            }
+            if port.backlog != 0 {
+                let mut ready = Instant::MAX;
+                let mut backlog = port.backlog;
+                while backlog != 0 {
+                    let p = backlog.trailing_zeros() as usize;
+                    backlog &= backlog - 1;
+                    if let Some(f) = self.outqs[o * P + p].front() {
+                        ready = ready.min(f.ts.max(port.pause_rx.until(p)));
+                    }
+                }
+                if ready != Instant::MAX {
+                    consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
                 }
             }
-            if ready != Instant::MAX {
-                d.consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
-            }
         }
-        d
+        best
     }
 
     /// Changes the emulated line rate of `port` (`None` = unshaped). The frame being
@@ -852,7 +812,6 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
-        self.deadlines.invalidate(port.index());
         if rate == Some(Rate::ZERO) {
             return;
         }
@@ -874,7 +833,6 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
-        self.deadlines.invalidate(port.index());
         pt.delay.set_delay(delay);
         self.event(Event::DelayChange {
             at: now,
@@ -896,7 +854,6 @@ impl Bridge {
         }
         // Inputs draining their frames for `o` may send XON: every port is looked at.
         self.busy.fill(true);
-        self.deadlines.invalidate_all();
         pt.up = up;
         // Whatever the neighbour said is void once the link goes down (802.1AB clause
         // 9.2.7.7: the remote systems' data of a port whose link is lost are deleted).
@@ -969,7 +926,6 @@ impl Bridge {
             return;
         };
         self.busy[port.index()] = true;
-        self.deadlines.invalidate(port.index());
         pt.counters.tx_frames = pt.counters.tx_frames.saturating_sub(1);
         pt.counters.tx_bytes = pt.counters.tx_bytes.saturating_sub(len as u64);
         self.drop_frame(now, port, None, DropReason::TxRefused);
@@ -1198,7 +1154,10 @@ impl Bridge {
     /// CP samples here.
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
-        self.pause_update(now, i, p, qlen);
+        self.busy[i] = true;
+        if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
+            self.send_pause(now, i, p, on);
+        }
         self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
     }
 
@@ -1507,23 +1466,9 @@ impl Bridge {
     /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
     #[inline]
     fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
-        self.pause_update(now, j, p, bytes);
-    }
-
-    /// Input buffer (`i`, `p`) now holds `bytes`: the PAUSE generator's hysteresis, which may
-    /// send XOFF/XON. Only a change of its state gives port `i` work (a port whose generator
-    /// stays as it was keeps its busy flag and deadline).
-    #[inline]
-    fn pause_update(&mut self, now: Instant, i: usize, p: usize, bytes: u64) {
-        let pg = &mut self.ports[i].pause_gen;
-        let (asserted, refresh) = (pg.asserted(), pg.refresh_at());
-        let action = pg.update(p, bytes);
-        if pg.asserted() != asserted || pg.refresh_at() != refresh {
-            self.busy[i] = true;
-            self.deadlines.invalidate(i);
-        }
-        if let PauseAction::Send { on } = action {
-            self.send_pause(now, i, p, on);
+        self.busy[j] = true;
+        if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
+            self.send_pause(now, j, p, on);
         }
     }
 
@@ -1567,10 +1512,6 @@ impl Bridge {
             }
             f.ts = at;
             let q = &mut self.outqs[r];
-            // Behind a frame already queued, the port's deadline stays (it reads the heads).
-            if q.is_empty() || !self.busy[o] {
-                self.deadlines.invalidate(o);
-            }
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
@@ -1602,7 +1543,6 @@ impl Bridge {
         }
         self.ports[port].ctl.push_back(f);
         self.busy[port] = true;
-        self.deadlines.invalidate(port);
         true
     }
 
@@ -1634,7 +1574,6 @@ impl Bridge {
 
     /// Re-sends XOFF before the peer's pause timer runs out.
     fn refresh_pause(&mut self, now: Instant, i: usize) {
-        self.deadlines.invalidate(i);
         let pt = &self.ports[i];
         let repr = pt.pause_gen.repr();
         let mac = pt.mac;
@@ -1658,7 +1597,6 @@ impl Bridge {
 
     /// A MAC-control frame received on port `i`.
     fn mac_control(&mut self, now: Instant, i: usize, mc: &MacControlRepr) {
-        self.deadlines.invalidate(i);
         match mc {
             MacControlRepr::Pause { .. } | MacControlRepr::Pfc { .. } => {
                 let rate = self.link_rate(i);
@@ -1683,7 +1621,6 @@ impl Bridge {
     /// neighbour's; anything else is a counted `reserved_group` drop.
     #[cold]
     fn reserved_group(&mut self, now: Instant, i: usize, frame: &[u8], c: &Classified) {
-        self.deadlines.invalidate(i);
         if c.ethertype != cnm_proto::wire::EtherType::Lldp {
             self.drop_frame(now, PortId(i as u16), None, DropReason::ReservedGroup);
             return;
@@ -1762,7 +1699,6 @@ impl Bridge {
             if pt.cnd == CndDefense::Auto && pt.neighbour_cn.is_some() && pt.neighbour_until <= now
             {
                 pt.neighbour_cn = None;
-                self.deadlines.invalidate(o);
                 self.neighbour_changed(now, o, false);
             }
         }
@@ -1789,9 +1725,6 @@ impl Bridge {
         tx: &mut dyn FnMut(PortId, &mut Vec<u8>) -> bool,
     ) -> bool {
         let id = PortId(o as u16);
-        if !self.ports[o].ctl.is_empty() {
-            self.deadlines.invalidate(o);
-        }
         loop {
             let pt = &mut self.ports[o];
             let Some(f) = pt.ctl.front_mut() else {
@@ -1836,7 +1769,6 @@ impl Bridge {
             };
             pt.counters.count_tx(len);
             self.pool.recycle(f);
-            self.deadlines.invalidate(o);
         }
         true
     }
@@ -1890,7 +1822,6 @@ impl Bridge {
             let r = o * P + p;
             let Some(head) = self.outqs[r].front() else {
                 pt.backlog &= !(1 << p);
-                self.deadlines.invalidate(o);
                 continue;
             };
             let ready = head.ts.max(pt.pause_rx.until(p));
@@ -1907,8 +1838,6 @@ impl Bridge {
             };
             let queued = head.len();
             let len = queued - if strip.is_some() { CN_TAG_LEN } else { 0 };
-            // From here on the port's queue, shaper or delay line changes.
-            self.deadlines.invalidate(o);
             let start;
             if pt.delay.bypass() {
                 let sent = match strip {
@@ -1997,8 +1926,8 @@ impl Bridge {
 
 #[cfg(test)]
 mod tests {
-    //! The deadline cache ([`crate::deadline`]) seen through the bridge: every test here also
-    //! runs the cache-versus-recompute check inside `poll_timeout`.
+    //! Hand-computed deadlines of `poll_timeout` after changes that move them earlier and
+    //! later, and the CN-TAG offset a queued frame keeps from its classification.
     use super::*;
     use crate::config::PortConfig;
     use cnm_proto::wire::build_pause_frame;

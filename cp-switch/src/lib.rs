@@ -18,7 +18,6 @@ pub mod bridge;
 pub mod cnd;
 pub mod config;
 pub mod cp;
-mod deadline;
 pub mod delay;
 pub mod error;
 pub mod fdb;
