@@ -5,6 +5,7 @@
 //!          [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate] [--config FILE.toml]
 //! rp-agent gen --uplink IF --dst MAC [--flows N] [--pattern P] [--priority P] [--duration D] [--json]
 //! rp-agent sink --uplink IF [--duration D] [--json]
+//! rp-agent hosts --ctl PATH     (then: start gen|sink NETNS OUT ARGS... on PATH)
 //! rp-agent ctl --socket PATH <show flows | stats | set rate RATE | set rp KEY=VALUE...> [--json]
 //! rp-agent completions bash|zsh|fish|elvish|powershell
 //! rp-agent man [--out-dir DIR]
@@ -27,7 +28,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use daemon::{ctl, run, traffic, DaemonError};
+use daemon::{ctl, hosts, run, traffic, DaemonError};
 use daemon_kit::process::{self, out, outln};
 
 #[derive(Debug, Parser)]
@@ -51,6 +52,9 @@ enum Sub {
     Gen(traffic::GenArgs),
     /// Count generated traffic received on an interface.
     Sink(traffic::SinkArgs),
+    /// Run many generators and sinks (each in its own network namespace) in one event loop,
+    /// started through the control socket.
+    Hosts(hosts::HostsArgs),
     /// Talk to a running rp-agent through its control socket.
     Ctl {
         /// The daemon's --ctl path.
@@ -115,6 +119,7 @@ fn main() {
         Some(Sub::Docs(docs)) => docs.run(Cli::command()),
         Some(Sub::Gen(a)) => exit_on(a.agent.die_with_parent, |t| traffic::gen(a, t)),
         Some(Sub::Sink(a)) => exit_on(a.die_with_parent, |t| traffic::sink(a, t)),
+        Some(Sub::Hosts(a)) => exit_on(a.die_with_parent, |t| hosts::hosts(a, t)),
         None => exit_on(cli.run.agent.die_with_parent, |t| run::run(cli.run, t)),
     }
 }

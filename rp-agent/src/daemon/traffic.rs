@@ -24,6 +24,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use cnm_proto::phy::clock::{Clock, Monotonic};
 use cnm_proto::phy::{self, Port};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
@@ -106,55 +107,245 @@ pub struct SinkArgs {
     pub sched: daemon_kit::sched::SchedArgs,
 }
 
-/// Runs the generator.
-pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let (mut uplink, mac, _mtu) = args.agent.open_uplink()?;
-    let cfg = args.agent.agent_config(Some(mac))?;
-    let seed = args
-        .agent
-        .seed
-        .unwrap_or_else(|| phy::clock::now().as_nanos());
-    let mut rng = Rng::new(seed);
-    let mut agent = Agent::new(cfg, rng.fork(1)).map_err(|e| DaemonError::Config(e.to_string()))?;
-    let (req_tx, req_rx) = ctl::channel();
-    let _ctl = match &args.ctl {
-        Some(p) => Some(
-            CtlServer::start(p, req_tx.clone(), Command::parse)
-                .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
-        ),
-        None => None,
-    };
-    drop(req_tx);
-    args.agent.sched.apply()?;
-    let start = phy::clock::now();
-    let end = args.duration.map(|d| start + d);
-    let mut sources: Vec<Source> = (0..args.flows.max(1))
-        .map(|i| {
-            let s = Source::new(args.pattern, i, args.dst, mac, args.size, start);
-            match (args.ip_src, args.ip_dst) {
-                (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
-                    src_ip,
-                    dst_ip,
-                    src_port: 40_000u16.wrapping_add(i as u16),
-                    dst_port: 5001,
-                }),
-                _ => s,
-            }
+/// Where a host's report goes: standard output (`rp-agent gen`/`sink`) or a file of its own
+/// (`rp-agent hosts`, one per host).
+#[derive(Debug)]
+pub enum Out {
+    /// Standard output through [`outln`] (a closed pipe ends the process as it always did).
+    Stdout,
+    /// A file, written line by line; the first write error is kept and reported at the end
+    /// (a host never stops the others because its report cannot be written).
+    File {
+        /// The file's path, for messages.
+        path: std::path::PathBuf,
+        /// The open file.
+        file: std::io::BufWriter<std::fs::File>,
+        /// The first write error.
+        error: Option<std::io::Error>,
+    },
+}
+
+impl Out {
+    /// Creates (truncates) `path`.
+    pub fn file(path: &std::path::Path) -> Result<Out, DaemonError> {
+        let f = std::fs::File::create(path)
+            .map_err(|e| DaemonError::Config(format!("report file {}: {e}", path.display())))?;
+        Ok(Out::File {
+            path: path.to_path_buf(),
+            file: std::io::BufWriter::new(f),
+            error: None,
         })
-        .collect();
-    let mut buf = vec![0u8; MAX_FRAME_LEN];
-    // Frames the agent refused with backpressure, tagged with their source.
-    let mut held = HeldFrames::new();
-    // Frames and octets each source handed to the agent, with the first and last one's time.
-    let mut sent = vec![Activity::default(); sources.len()];
-    let mut out = GenReport::new(&args, &agent, seed, sources.len());
-    let mut schedule = Schedule::new(start, args.interval, end);
-    let mut rr = 0usize;
-    let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
-    let rt = |e: String| DaemonError::Runtime(e);
-    while !term.load(Ordering::Relaxed) && end.is_none_or_past(phy::clock::now()) {
-        let now = phy::clock::now();
-        held.retry(&mut agent, now, &mut |s, n, r| {
+    }
+
+    /// Writes one line.
+    fn line(&mut self, text: &str) {
+        use std::io::Write;
+        match self {
+            Out::Stdout => outln(text),
+            Out::File { file, error, .. } => {
+                if error.is_none() {
+                    if let Err(e) = writeln!(file, "{text}").and_then(|()| file.flush()) {
+                        *error = Some(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The first write error, if any.
+    pub fn check(&mut self) -> Result<(), DaemonError> {
+        use std::io::Write;
+        match self {
+            Out::Stdout => Ok(()),
+            Out::File { path, file, error } => {
+                let flushed = file.flush();
+                match error.take().map_or(flushed, Err) {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(DaemonError::Runtime(format!(
+                        "report file {}: {e}",
+                        path.display()
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// Where a host is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Sending (gen) or counting (sink).
+    Running,
+    /// Stopped: the agent's queues drain onto the uplink until they are empty or `until`.
+    Draining {
+        /// The drain's time limit.
+        until: Instant,
+    },
+    /// Nothing more to do; the report can be written.
+    Done,
+}
+
+/// How long a stopped generator drains what its agent still holds.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// One generator: its sources, its [`Agent`], its uplink and its report. Driven by
+/// [`GenHost::step`] and [`GenHost::deadline`], one host per process (`rp-agent gen`) or many
+/// in one loop (`rp-agent hosts`, [`super::hosts`]).
+pub struct GenHost {
+    agent: Agent,
+    uplink: Box<dyn Port>,
+    sources: Vec<Source>,
+    rng: Rng,
+    buf: Vec<u8>,
+    /// Frames the agent refused with backpressure, tagged with their source.
+    held: HeldFrames,
+    /// Frames and octets each source handed to the agent, with the first and last one's time.
+    sent: Vec<Activity>,
+    report: GenReport,
+    out: Out,
+    schedule: Schedule,
+    rr: usize,
+    start: Instant,
+    end: Option<Instant>,
+    phase: Phase,
+    req_rx: std::sync::mpsc::Receiver<ctl::Request>,
+    _ctl: Option<CtlServer>,
+}
+
+impl std::fmt::Debug for GenHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenHost")
+            .field("uplink", &self.uplink.name())
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GenHost {
+    /// Opens the uplink of `args` (in the calling thread's network namespace) and starts the
+    /// generator at `clock`'s now, reporting to `out`.
+    pub fn open(args: &GenArgs, out: Out, clock: &dyn Clock) -> Result<GenHost, DaemonError> {
+        let (uplink, mac, _mtu) = args.agent.open_uplink()?;
+        GenHost::with_port(args, Box::new(uplink), mac, out, clock.now())
+    }
+
+    /// The generator of `args` on an open port with the host's MAC `mac`, started at `start`.
+    pub fn with_port(
+        args: &GenArgs,
+        uplink: Box<dyn Port>,
+        mac: EthernetAddress,
+        mut out: Out,
+        start: Instant,
+    ) -> Result<GenHost, DaemonError> {
+        let cfg = args.agent.agent_config(Some(mac))?;
+        let seed = args
+            .agent
+            .seed
+            .unwrap_or_else(|| phy::clock::now().as_nanos());
+        let mut rng = Rng::new(seed);
+        let agent = Agent::new(cfg, rng.fork(1)).map_err(|e| DaemonError::Config(e.to_string()))?;
+        let (req_tx, req_rx) = ctl::channel();
+        let ctl = match &args.ctl {
+            Some(p) => Some(
+                CtlServer::start(p, req_tx.clone(), Command::parse)
+                    .map_err(|e| DaemonError::Runtime(format!("ctl {}: {e}", p.display())))?,
+            ),
+            None => None,
+        };
+        drop(req_tx);
+        let end = args.duration.map(|d| start + d);
+        let sources: Vec<Source> = (0..args.flows.max(1))
+            .map(|i| {
+                let s = Source::new(args.pattern, i, args.dst, mac, args.size, start);
+                match (args.ip_src, args.ip_dst) {
+                    (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
+                        src_ip,
+                        dst_ip,
+                        src_port: 40_000u16.wrapping_add(i as u16),
+                        dst_port: 5001,
+                    }),
+                    _ => s,
+                }
+            })
+            .collect();
+        let report = GenReport::new(args, &agent, seed, sources.len(), &mut out);
+        Ok(GenHost {
+            sent: vec![Activity::default(); sources.len()],
+            agent,
+            uplink,
+            sources,
+            rng,
+            buf: vec![0u8; MAX_FRAME_LEN],
+            held: HeldFrames::new(),
+            report,
+            out,
+            schedule: Schedule::new(start, args.interval, end),
+            rr: 0,
+            start,
+            end,
+            phase: Phase::Running,
+            req_rx,
+            _ctl: ctl,
+        })
+    }
+
+    /// When it started.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// Whether it has nothing more to do (stopped and drained): [`GenHost::finish`] is next.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// Stops sending at `now` (the end of `--duration`, or a signal): the last interval is
+    /// reported and the agent's queues drain for up to [`DRAIN`]. Nothing while stopped.
+    pub fn stop(&mut self, now: Instant) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        // The last interval: from the previous report to the stop.
+        if let Some((from, to)) = self.schedule.finish(now) {
+            self.report
+                .interval(&self.agent, &self.sent, from, to, &mut self.out);
+        }
+        self.phase = Phase::Draining { until: now + DRAIN };
+    }
+
+    /// One turn of the loop: sources into the agent, the uplink both ways, control requests,
+    /// the report's intervals. Stops by itself at the end of `--duration`.
+    pub fn step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        match self.phase {
+            Phase::Running => {
+                if self.end.is_some_and(|e| clock.now() >= e) {
+                    self.stop(clock.now());
+                    return self.step(clock);
+                }
+                self.run_step(clock)
+            }
+            Phase::Draining { until } => {
+                // Drain what the agent still holds (bounded by its queue limits).
+                let now = clock.now();
+                let uplink = &mut self.uplink;
+                self.agent
+                    .poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
+                let _ = self.uplink.flush();
+                let empty = self.agent.flows().iter().all(|f| f.queued_frames == 0);
+                if now >= until || empty || self.agent.poll_timeout().is_none() {
+                    self.phase = Phase::Done;
+                }
+                Ok(())
+            }
+            Phase::Done => Ok(()),
+        }
+    }
+
+    fn run_step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        let rt = |e: String| DaemonError::Runtime(e);
+        let now = clock.now();
+        let (agent, sent) = (&mut self.agent, &mut self.sent);
+        self.held.retry(agent, now, &mut |s, n, r| {
             if r.is_ok() {
                 if let Some(a) = sent.get_mut(s as usize) {
                     a.on_frame(now, n as u64);
@@ -163,43 +354,66 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         });
         // Sources, round-robin, at most one batch each per iteration; none while a frame is
         // held (a source stops at its first refused frame).
-        for _ in 0..sources.len() {
-            if !held.is_empty() {
+        for _ in 0..self.sources.len() {
+            if !self.held.is_empty() {
                 break;
             }
-            let s = rr % sources.len();
-            rr = rr.wrapping_add(1);
+            let s = self.rr % self.sources.len();
+            self.rr = self.rr.wrapping_add(1);
             for _ in 0..BATCH {
-                let Some(n) = sources[s].next(now, &mut rng, &mut buf) else {
+                let Some(n) = self.sources[s].next(now, &mut self.rng, &mut self.buf) else {
                     break;
                 };
-                match held.offer(&mut agent, now, s as u64, &buf[..n]) {
-                    Offered::Accepted => sent[s].on_frame(now, n as u64),
+                match self
+                    .held
+                    .offer(&mut self.agent, now, s as u64, &self.buf[..n])
+                {
+                    Offered::Accepted => self.sent[s].on_frame(now, n as u64),
                     Offered::Held => break,
                     Offered::Refused(_) => {}
                 }
             }
         }
-        uplink
+        let agent = &mut self.agent;
+        self.uplink
             .recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f))
             .map_err(|e| rt(format!("uplink: {e}")))?;
-        agent.poll_host(now, &mut |_| true);
-        let now = phy::clock::now();
-        agent.poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
-        let _ = uplink.flush();
-        agent.drain_events(&mut |_| {});
-        ctl::answer_pending(&req_rx, |cmd| answer(&mut agent, phy::clock::now(), cmd, 0));
-        if let Some((from, to)) = schedule.tick(now) {
-            out.interval(&agent, &sent, from, to);
+        self.agent.poll_host(now, &mut |_| true);
+        let now = clock.now();
+        let uplink = &mut self.uplink;
+        self.agent
+            .poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
+        let _ = self.uplink.flush();
+        self.agent.drain_events(&mut |_| {});
+        let agent = &mut self.agent;
+        ctl::answer_pending(&self.req_rx, |cmd| answer(agent, clock.now(), cmd, 0));
+        if let Some((from, to)) = self.schedule.tick(now) {
+            self.report
+                .interval(&self.agent, &self.sent, from, to, &mut self.out);
         }
-        let now = phy::clock::now();
-        let mut deadline = (now + MAX_SLEEP).min(schedule.due());
+        Ok(())
+    }
+
+    /// When the next [`GenHost::step`] is due, seen at `now` (at most [`MAX_SLEEP`] ahead).
+    pub fn deadline(&self, now: Instant) -> Instant {
+        let mut deadline = now + MAX_SLEEP;
+        match self.phase {
+            Phase::Done => return deadline,
+            Phase::Draining { until } => {
+                return match self.agent.poll_timeout() {
+                    Some(t) => deadline.min(t.max(now)).min(until),
+                    None => now,
+                };
+            }
+            Phase::Running => {}
+        }
+        deadline = deadline.min(self.schedule.due());
         // Pacers and sources are served in quanta of at least PACE_QUANTUM (see there).
-        if let Some(t) = agent.poll_timeout() {
+        if let Some(t) = self.agent.poll_timeout() {
             deadline = deadline.min(t.max(now + PACE_QUANTUM));
         }
-        if held.is_empty() {
-            for s in &sources {
+        if self.held.is_empty() {
+            for s in &self.sources {
                 // A source due now (greedy, or behind) is served at once.
                 let due = s.next_due();
                 deadline = deadline.min(if due <= now {
@@ -209,55 +423,52 @@ pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
                 });
             }
         }
-        if let Some(e) = end {
+        if let Some(e) = self.end {
             deadline = deadline.min(e);
         }
-        let timeout = deadline.saturating_since(now);
-        if timeout > Duration::ZERO {
-            phy::poll::wait(&[uplink.raw_fd().unwrap_or(-1)], Some(timeout))
-                .map_err(|e| rt(format!("ppoll: {e}")))?;
+        deadline
+    }
+
+    /// The descriptor to wait on: the uplink while running (a draining generator only sends).
+    pub fn fd(&self) -> Option<std::os::fd::RawFd> {
+        match self.phase {
+            Phase::Running => self.uplink.raw_fd(),
+            _ => None,
         }
     }
-    // The last interval: from the previous report to the stop (the end of `--duration`, or
-    // the signal).
-    if let Some((from, to)) = schedule.finish(phy::clock::now()) {
-        out.interval(&agent, &sent, from, to);
+
+    /// Writes the totals (stopping first if still running) and returns the report's first
+    /// write error.
+    pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
+        self.stop(now);
+        let elapsed = now.saturating_since(self.start);
+        self.report
+            .end(&self.agent, &self.sent, self.start, elapsed, &mut self.out);
+        self.out.check()
     }
-    // Drain what the agent still holds (bounded by its queue limits) for up to one second.
-    let stop = phy::clock::now() + Duration::from_secs(1);
-    loop {
-        let now = phy::clock::now();
-        agent.poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
-        let _ = uplink.flush();
-        match agent.poll_timeout() {
-            Some(t) if now < stop && !agent.flows().iter().all(|f| f.queued_frames == 0) => {
-                let d = t.saturating_since(now).min(MAX_SLEEP);
-                std::thread::sleep(d.to_std());
-            }
-            _ => break,
-        }
-    }
-    out.end(
-        &agent,
-        &sent,
-        start,
-        phy::clock::now().saturating_since(start),
-    );
-    Ok(())
 }
 
-trait DeadlineExt {
-    fn is_none_or_past(&self, now: Instant) -> bool;
-}
-
-impl DeadlineExt for Option<Instant> {
-    /// True while the deadline (if any) has not come.
-    fn is_none_or_past(&self, now: Instant) -> bool {
-        match self {
-            None => true,
-            Some(e) => now < *e,
+/// Runs the generator.
+pub fn gen(args: GenArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let clock = Monotonic;
+    // The thread's policy and CPUs (a host in `rp-agent hosts` follows the process's own).
+    args.agent.sched.apply()?;
+    let mut host = GenHost::open(&args, Out::Stdout, &clock)?;
+    let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
+    while !host.is_done() {
+        if term.load(Ordering::Relaxed) {
+            host.stop(clock.now());
         }
+        host.step(&clock)?;
+        if host.is_done() {
+            break;
+        }
+        let deadline = host.deadline(clock.now());
+        clock
+            .wait(&[host.fd().unwrap_or(-1)], deadline)
+            .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
     }
+    host.finish(clock.now())
 }
 
 /// What `gen` reports: the text lines as they happen, or the JSON document at the end.
@@ -277,7 +488,7 @@ struct GenReport {
 }
 
 impl GenReport {
-    fn new(args: &GenArgs, agent: &Agent, seed: u64, flows: usize) -> GenReport {
+    fn new(args: &GenArgs, agent: &Agent, seed: u64, flows: usize, out: &mut Out) -> GenReport {
         let flow_key = match agent.config().flow_key {
             rp_agent::config::FlowKeyMode::DstPriority => "dst-priority",
             rp_agent::config::FlowKeyMode::FiveTuple => "five-tuple",
@@ -303,11 +514,11 @@ impl GenReport {
             } else {
                 "one reaction point"
             };
-            outln(&format!(
+            out.line(&format!(
                 "rp-agent gen: {flows} flow(s) to {}, {}, {}-octet frames; {shared}",
                 args.dst, args.pattern, args.size
             ));
-            outln(report::GEN_HEADER);
+            out.line(report::GEN_HEADER);
         }
         GenReport {
             json: args.json,
@@ -348,7 +559,14 @@ impl GenReport {
     }
 
     /// Reports the interval `from`..`to` (seconds since the start).
-    fn interval(&mut self, agent: &Agent, sent: &[Activity], from: Duration, to: Duration) {
+    fn interval(
+        &mut self,
+        agent: &Agent,
+        sent: &[Activity],
+        from: Duration,
+        to: Duration,
+        out: &mut Out,
+    ) {
         let secs = to.saturating_sub(from).as_secs_f64();
         let views = agent.flows();
         let of = self.agent_flows(&views, sent.len());
@@ -362,7 +580,7 @@ impl GenReport {
             bytes_sum += bytes;
             let bps = report::bps(bytes, secs);
             if !self.json {
-                outln(&format!(
+                out.line(&format!(
                     "[{i:3}] {}  {:<12}  {:<15}  {frames:7}  {}",
                     report::fmt_interval(from, to),
                     report::fmt_octets(bytes),
@@ -377,7 +595,7 @@ impl GenReport {
         self.last = sent.iter().map(|a| (a.frames, a.bytes)).collect();
         let sum_bps = report::bps(bytes_sum, secs);
         if !self.json && sent.len() > 1 {
-            outln(&format!(
+            out.line(&format!(
                 "[SUM] {}  {:<12}  {:<15}  {frames_sum:7}",
                 report::fmt_interval(from, to),
                 report::fmt_octets(bytes_sum),
@@ -388,7 +606,7 @@ impl GenReport {
         if !self.json && groups != self.told {
             for (rp, flows) in &groups {
                 if flows.len() > 1 {
-                    outln(&format!(
+                    out.line(&format!(
                         "[RP{rp:>2}] one limiter for flows {}: its rate is theirs together",
                         report::fmt_flows(flows)
                     ));
@@ -404,7 +622,7 @@ impl GenReport {
             let prev = self.cnm_prev.insert(*rp, v.cnm_rx).unwrap_or(0);
             let cnms = report::counter_delta(prev, v.cnm_rx);
             if !self.json {
-                outln(&format!(
+                out.line(&format!(
                     "[RP{rp:>2}] {}  flows {:<6} CR {:<15} TR {:<15} CNMs {cnms:5}  {}",
                     report::fmt_interval(from, to),
                     report::fmt_flows(flows),
@@ -434,15 +652,22 @@ impl GenReport {
 
     /// The totals: each flow over its active time (first to last frame handed to the agent),
     /// each limiter's final state and CNM count.
-    fn end(self, agent: &Agent, sent: &[Activity], origin: Instant, elapsed: Duration) {
+    fn end(
+        &mut self,
+        agent: &Agent,
+        sent: &[Activity],
+        origin: Instant,
+        elapsed: Duration,
+        out: &mut Out,
+    ) {
         let views = agent.flows();
         let of = self.agent_flows(&views, sent.len());
         let ids: Vec<Option<u32>> = of.iter().map(|v| v.map(|v| v.flow)).collect();
         let stats = agent.stats();
         let mut streams = Vec::new();
         if !self.json {
-            outln(report::SEPARATOR);
-            outln(report::GEN_HEADER);
+            out.line(report::SEPARATOR);
+            out.line(report::GEN_HEADER);
         }
         for (i, a) in sent.iter().enumerate() {
             let first = a
@@ -451,7 +676,7 @@ impl GenReport {
             let last = a.last.saturating_since(origin).max(first);
             let bps = a.active_bps();
             if !self.json {
-                outln(&format!(
+                out.line(&format!(
                     "[{i:3}] {}  {:<12}  {:<15}  {:7}  {}  sender (first to last frame)",
                     report::fmt_interval(first, last),
                     report::fmt_octets(a.bytes),
@@ -472,7 +697,7 @@ impl GenReport {
                 continue;
             };
             if !self.json {
-                outln(&format!(
+                out.line(&format!(
                     "[RP{rp:>2}] flows {}: CR {} TR {} at the end, {} CNMs in all, {}",
                     report::fmt_flows(&flows),
                     report::fmt_bps(v.cr_bps as f64),
@@ -490,8 +715,8 @@ impl GenReport {
         let bytes: u64 = sent.iter().map(|a| a.bytes).sum();
         if self.json {
             let doc = json!({
-                "start": self.start,
-                "intervals": self.intervals,
+                "start": std::mem::take(&mut self.start),
+                "intervals": std::mem::take(&mut self.intervals),
                 "end": {
                     "elapsed_s": elapsed.as_secs_f64(),
                     "streams": streams,
@@ -501,9 +726,9 @@ impl GenReport {
                     "backpressure": stats.host_backpressure,
                 },
             });
-            outln(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+            out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
         } else {
-            outln(&format!(
+            out.line(&format!(
                 "agent: {} CNMs, {} backpressure refusals in {:.2} s",
                 stats.cnm_rx,
                 stats.host_backpressure,
@@ -525,97 +750,205 @@ fn state_name(s: rp_agent::rp::RpState) -> &'static str {
     }
 }
 
-/// Runs the sink.
-pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let name = &args.uplink;
-    if !phy::iface::exists(name) {
-        return Err(DaemonError::Config(format!(
-            "uplink {name}: no such interface"
-        )));
+/// One sink: its port, its [`Sink`] and its report. Driven as [`GenHost`] is.
+pub struct SinkHost {
+    port: Box<dyn Port>,
+    name: String,
+    sink: Sink,
+    report: SinkReport,
+    out: Out,
+    schedule: Schedule,
+    start: Instant,
+    end: Option<Instant>,
+    interval: Duration,
+    duration: Option<Duration>,
+    max_flows: usize,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for SinkHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkHost")
+            .field("port", &self.name)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
     }
-    super::prepare_offloads(name)?;
-    let mtu = phy::iface::mtu(name).unwrap_or(1500);
-    let mut ring = phy::AfPacketConfig::for_mtu(mtu + 8);
-    // A deep receive ring (8× the default) rides out a few milliseconds of descheduling at
-    // 1 Gb/s without losing frames.
-    ring.rx_blocks *= 8;
-    let mut port = phy::AfPacketPort::open(name, &ring)
-        .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
-    let mut sink = Sink::new(args.max_flows);
-    args.sched.apply()?;
-    let start = phy::clock::now();
-    let end = args.duration.map(|d| start + d);
-    let mut schedule = Schedule::new(start, args.interval, end);
-    let mut out = SinkReport {
-        json: args.json,
-        intervals: Vec::new(),
-        announced: 0,
-    };
-    if !args.json {
-        outln(&format!("rp-agent sink: listening on {name}"));
-        outln(report::SINK_HEADER);
-    }
-    while !term.load(Ordering::Relaxed) && end.is_none_or_past(phy::clock::now()) {
-        let now = phy::clock::now();
-        port.recv_batch(BATCH, &mut |f| {
-            sink.on_frame(now, f);
-        })
-        .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
-        let now = phy::clock::now();
-        if let Some((from, to)) = schedule.tick(now) {
-            out.interval(&sink.interval(from, to), from, to);
+}
+
+impl SinkHost {
+    /// Opens `args.uplink` (in the calling thread's network namespace) and starts counting at
+    /// `clock`'s now, reporting to `out`.
+    pub fn open(args: &SinkArgs, out: Out, clock: &dyn Clock) -> Result<SinkHost, DaemonError> {
+        let name = &args.uplink;
+        if !phy::iface::exists(name) {
+            return Err(DaemonError::Config(format!(
+                "uplink {name}: no such interface"
+            )));
         }
-        let mut deadline = schedule.due().min(now + MAX_SLEEP);
-        if let Some(e) = end {
+        super::prepare_offloads(name)?;
+        let mtu = phy::iface::mtu(name).unwrap_or(1500);
+        let mut ring = phy::AfPacketConfig::for_mtu(mtu + 8);
+        // A deep receive ring (8× the default) rides out a few milliseconds of descheduling at
+        // 1 Gb/s without losing frames.
+        ring.rx_blocks *= 8;
+        let port = phy::AfPacketPort::open(name, &ring)
+            .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
+        Ok(SinkHost::with_port(args, Box::new(port), out, clock.now()))
+    }
+
+    /// The sink of `args` on an open port, started at `start`.
+    pub fn with_port(
+        args: &SinkArgs,
+        port: Box<dyn Port>,
+        mut out: Out,
+        start: Instant,
+    ) -> SinkHost {
+        let end = args.duration.map(|d| start + d);
+        if !args.json {
+            out.line(&format!("rp-agent sink: listening on {}", args.uplink));
+            out.line(report::SINK_HEADER);
+        }
+        SinkHost {
+            port,
+            name: args.uplink.clone(),
+            sink: Sink::new(args.max_flows),
+            report: SinkReport {
+                json: args.json,
+                intervals: Vec::new(),
+                announced: 0,
+            },
+            out,
+            schedule: Schedule::new(start, args.interval, end),
+            start,
+            end,
+            interval: args.interval,
+            duration: args.duration,
+            max_flows: args.max_flows,
+            stopped: false,
+        }
+    }
+
+    /// When it started.
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// Whether it has stopped (end of `--duration`, or [`SinkHost::stop`]).
+    pub fn is_done(&self) -> bool {
+        self.stopped
+    }
+
+    /// Stops counting.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// One turn: the frames waiting on the port, the report's intervals. Stops by itself at
+    /// the end of `--duration`.
+    pub fn step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        if self.stopped {
+            return Ok(());
+        }
+        if self.end.is_some_and(|e| clock.now() >= e) {
+            self.stopped = true;
+            return Ok(());
+        }
+        let now = clock.now();
+        let sink = &mut self.sink;
+        self.port
+            .recv_batch(BATCH, &mut |f| {
+                sink.on_frame(now, f);
+            })
+            .map_err(|e| DaemonError::Runtime(format!("uplink {}: {e}", self.name)))?;
+        let now = clock.now();
+        if let Some((from, to)) = self.schedule.tick(now) {
+            self.report
+                .interval(&self.sink.interval(from, to), from, to, &mut self.out);
+        }
+        Ok(())
+    }
+
+    /// When the next [`SinkHost::step`] is due, seen at `now`.
+    pub fn deadline(&self, now: Instant) -> Instant {
+        let mut deadline = self.schedule.due().min(now + MAX_SLEEP);
+        if let Some(e) = self.end {
             deadline = deadline.min(e);
         }
-        let t = deadline.saturating_since(now);
-        if t > Duration::ZERO {
-            phy::poll::wait(&[port.raw_fd().unwrap_or(-1)], Some(t))
-                .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
+        deadline
+    }
+
+    /// The descriptor to wait on while counting.
+    pub fn fd(&self) -> Option<std::os::fd::RawFd> {
+        if self.stopped {
+            None
+        } else {
+            self.port.raw_fd()
         }
     }
-    let now = phy::clock::now();
-    if let Some((from, to)) = schedule.finish(now) {
-        out.interval(&sink.interval(from, to), from, to);
-    }
-    let summary = sink.summary(start);
-    let frames: u64 = summary.iter().map(|r| r.frames).sum();
-    let bytes: u64 = summary.iter().map(|r| r.bytes).sum();
-    let lost: u64 = summary.iter().map(|r| r.lost).sum();
-    if args.json {
-        let doc = json!({
-            "start": {
-                "tool": "rp-agent sink",
-                "uplink": name,
-                "interval_s": args.interval.as_secs_f64(),
-                "duration_s": args.duration.map(|d| d.as_secs_f64()),
-                "max_flows": args.max_flows,
-            },
-            "intervals": out.intervals,
-            "end": {
-                "elapsed_s": now.saturating_since(start).as_secs_f64(),
-                "streams": summary,
-                "sum": {"frames": frames, "bytes": bytes, "lost": lost},
-                "other_frames": sink.other,
-                "untracked": sink.untracked,
-            },
-        });
-        outln(&serde_json::to_string_pretty(&doc).unwrap_or_default());
-    } else {
-        outln(report::SEPARATOR);
-        outln(report::SINK_HEADER);
-        for r in &summary {
-            outln(&format!("{}  receiver (first to last frame)", sink_line(r)));
+
+    /// Reports the last interval and the totals, and returns the report's first write error.
+    pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
+        let out = &mut self.out;
+        if let Some((from, to)) = self.schedule.finish(now) {
+            self.report
+                .interval(&self.sink.interval(from, to), from, to, out);
         }
-        outln(&format!(
-            "sink: {frames} frames, {lost} lost; {} other frames, {} of untracked flows in {:.2} s",
-            sink.other,
-            sink.untracked,
-            now.saturating_since(start).as_secs_f64()
-        ));
+        let summary = self.sink.summary(self.start);
+        let frames: u64 = summary.iter().map(|r| r.frames).sum();
+        let bytes: u64 = summary.iter().map(|r| r.bytes).sum();
+        let lost: u64 = summary.iter().map(|r| r.lost).sum();
+        let elapsed = now.saturating_since(self.start).as_secs_f64();
+        if self.report.json {
+            let doc = json!({
+                "start": {
+                    "tool": "rp-agent sink",
+                    "uplink": self.name,
+                    "interval_s": self.interval.as_secs_f64(),
+                    "duration_s": self.duration.map(|d| d.as_secs_f64()),
+                    "max_flows": self.max_flows,
+                },
+                "intervals": std::mem::take(&mut self.report.intervals),
+                "end": {
+                    "elapsed_s": elapsed,
+                    "streams": summary,
+                    "sum": {"frames": frames, "bytes": bytes, "lost": lost},
+                    "other_frames": self.sink.other,
+                    "untracked": self.sink.untracked,
+                },
+            });
+            out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+        } else {
+            out.line(report::SEPARATOR);
+            out.line(report::SINK_HEADER);
+            for r in &summary {
+                out.line(&format!("{}  receiver (first to last frame)", sink_line(r)));
+            }
+            out.line(&format!(
+                "sink: {frames} frames, {lost} lost; {} other frames, {} of untracked flows in {elapsed:.2} s",
+                self.sink.other,
+                self.sink.untracked,
+            ));
+        }
+        out.check()
     }
-    Ok(())
+}
+
+/// Runs the sink.
+pub fn sink(args: SinkArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let clock = Monotonic;
+    args.sched.apply()?;
+    let mut host = SinkHost::open(&args, Out::Stdout, &clock)?;
+    while !term.load(Ordering::Relaxed) {
+        host.step(&clock)?;
+        if host.is_done() {
+            break;
+        }
+        let deadline = host.deadline(clock.now());
+        clock
+            .wait(&[host.fd().unwrap_or(-1)], deadline)
+            .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
+    }
+    host.finish(clock.now())
 }
 
 /// What `sink` reports: text lines as they happen, or the intervals of the JSON document.
@@ -627,7 +960,7 @@ struct SinkReport {
 }
 
 impl SinkReport {
-    fn interval(&mut self, flows: &[FlowReport], from: Duration, to: Duration) {
+    fn interval(&mut self, flows: &[FlowReport], from: Duration, to: Duration, out: &mut Out) {
         let secs = to.saturating_sub(from).as_secs_f64();
         let frames: u64 = flows.iter().map(|r| r.frames).sum();
         let bytes: u64 = flows.iter().map(|r| r.bytes).sum();
@@ -642,15 +975,15 @@ impl SinkReport {
         }
         for r in flows {
             if r.id >= self.announced {
-                outln(&format!("[{:3}] flow {} from {}", r.id, r.flow, r.src));
+                out.line(&format!("[{:3}] flow {} from {}", r.id, r.flow, r.src));
                 self.announced = r.id + 1;
             }
         }
         for r in flows {
-            outln(&sink_line(r));
+            out.line(&sink_line(r));
         }
         if flows.len() > 1 {
-            outln(&format!(
+            out.line(&format!(
                 "[SUM] {}  {:<12}  {:<15}  {frames:7}",
                 report::fmt_interval(from, to),
                 report::fmt_octets(bytes),

@@ -1,0 +1,559 @@
+//! `rp-agent hosts`: every generator and sink of a lab in one process and one event loop.
+//!
+//! On a machine with few cores, one process per emulated host (a generator per flow, a sink
+//! per receiver, each waking and sleeping on its own) competes with the switch for the CPU: a
+//! descheduled generator then drains its backlog in one burst that no link of the emulated
+//! rate could carry. This mode drives the same [`GenHost`] and [`SinkHost`] the `gen` and
+//! `sink` modes use, as the simulator drives the same [`rp_agent::Agent`] cores: one `ppoll`
+//! over every host's packet socket, up to the earliest deadline of all hosts, then one step of
+//! each.
+//!
+//! # Network namespaces
+//!
+//! Each host's `AF_PACKET` socket is opened inside that host's network namespace: the loop
+//! thread enters `/run/netns/NAME` (`setns(2)`, [`cnm_proto::phy::netns`]), opens the port and
+//! the report file, and returns to its own namespace. A socket stays bound to the namespace it
+//! was created in, so one process serves hosts in any number of namespaces.
+//!
+//! # Control
+//!
+//! The hosts start when the lab says so, at their flow's start time, through the control
+//! socket (`--ctl`, the daemons' line protocol of [`daemon_kit::ctl`]):
+//!
+//! * `start gen NETNS OUT ARGS...` — a generator with the `rp-agent gen` options `ARGS`
+//!   (`--uplink`, `--dst`, `--duration`, `--ctl`, ...), its report written to the file `OUT`
+//!   when it ends (`--duration`, or the process's stop).
+//! * `start sink NETNS OUT ARGS...` — a sink with the `rp-agent sink` options `ARGS`.
+//! * `status` — the running generators and sinks.
+//!
+//! `NETNS` is a name under `/run/netns`, or `-` for the process's own namespace; relative paths
+//! are taken from the process's working directory. Words are separated by white space, so
+//! paths and arguments cannot contain any. The answer to `start` comes once the host's port
+//! is open and its clock has started, with that start (`started_ns`, the monotonic clock of
+//! `cnm_proto::phy::clock::now`), so the caller knows the host's origin to the nanosecond.
+//!
+//! Control messages rather than a schedule given up front: the lab already decides when each
+//! flow starts (its wall-clock schedule, with the flow's parameter events following it), and a
+//! start that answers with its instant keeps that timing exact without a second clock to
+//! agree on. A command that fails (bad options, no such namespace or interface) is refused
+//! with its reason and nothing else changes.
+//!
+//! # Stopping
+//!
+//! On SIGINT/SIGTERM (and with `--die-with-parent` when the parent dies) every sink writes its
+//! report at once, every generator stops, drains its agent for up to one second as `gen` does,
+//! and writes its report. A generator or sink whose port fails is reported on standard error
+//! and finished; the others go on.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::Parser;
+use cnm_proto::phy::clock::{Clock, Monotonic};
+use cnm_proto::phy::{self, netns};
+use cnm_proto::{Duration, Instant};
+use daemon_kit::ctl::{self as socket, Answer, CtlServer};
+use serde_json::json;
+
+use super::run::MAX_SLEEP;
+use super::traffic::{GenArgs, GenHost, Out, SinkArgs, SinkHost};
+use super::DaemonError;
+
+/// `hosts` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostsArgs {
+    /// Control socket: `start gen|sink NETNS OUT ARGS...`, `status`.
+    #[arg(long)]
+    pub ctl: PathBuf,
+    /// Shut down (as on SIGTERM) when the parent process dies.
+    #[arg(long)]
+    pub die_with_parent: bool,
+    /// `--sched fifo:PRIO|other` and `--cpu N[,M]` of the loop thread (`daemon_kit::sched`);
+    /// the hosts' own `--sched`/`--cpu` options are not applied.
+    #[command(flatten)]
+    pub sched: daemon_kit::sched::SchedArgs,
+}
+
+/// A command of the `hosts` control socket.
+#[derive(Debug, Clone)]
+pub enum HostsCommand {
+    /// `start gen NETNS OUT ARGS...`
+    Gen {
+        /// The namespace (`None`: this process's own).
+        netns: Option<String>,
+        /// The report file.
+        out: PathBuf,
+        /// The generator's options.
+        args: Box<GenArgs>,
+    },
+    /// `start sink NETNS OUT ARGS...`
+    Sink {
+        /// The namespace (`None`: this process's own).
+        netns: Option<String>,
+        /// The report file.
+        out: PathBuf,
+        /// The sink's options.
+        args: SinkArgs,
+    },
+    /// `status`
+    Status,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "start gen", no_binary_name = true)]
+struct GenLine {
+    #[command(flatten)]
+    args: GenArgs,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "start sink", no_binary_name = true)]
+struct SinkLine {
+    #[command(flatten)]
+    args: SinkArgs,
+}
+
+/// A clap error on one line, without its usage text.
+fn clap_error(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let words: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    words.join(" ").trim_start_matches("error: ").to_string()
+}
+
+impl HostsCommand {
+    /// Parses the words of one command line.
+    pub fn parse(w: &[&str]) -> Result<HostsCommand, String> {
+        let ns = |n: &str| (n != "-").then(|| n.to_string());
+        match w {
+            ["status"] => Ok(HostsCommand::Status),
+            ["start", "gen", n, out, rest @ ..] => {
+                let line = GenLine::try_parse_from(rest.iter().copied())
+                    .map_err(|e| format!("start gen: {}", clap_error(&e)))?;
+                Ok(HostsCommand::Gen {
+                    netns: ns(n),
+                    out: PathBuf::from(out),
+                    args: Box::new(line.args),
+                })
+            }
+            ["start", "sink", n, out, rest @ ..] => {
+                let line = SinkLine::try_parse_from(rest.iter().copied())
+                    .map_err(|e| format!("start sink: {}", clap_error(&e)))?;
+                Ok(HostsCommand::Sink {
+                    netns: ns(n),
+                    out: PathBuf::from(out),
+                    args: line.args,
+                })
+            }
+            _ => Err(format!(
+                "unknown command {:?}; expected: start gen NETNS OUT ARGS... | \
+                 start sink NETNS OUT ARGS... | status",
+                w.join(" ")
+            )),
+        }
+    }
+}
+
+/// Runs `open` inside the network namespace `name` (none: here) and comes back.
+fn in_netns<T>(
+    name: Option<&str>,
+    open: impl FnOnce() -> Result<T, DaemonError>,
+) -> Result<T, DaemonError> {
+    let Some(name) = name else {
+        return open();
+    };
+    let home = netns::current()
+        .map_err(|e| DaemonError::Runtime(format!("own network namespace: {e}")))?;
+    netns::enter(name).map_err(|e| DaemonError::Config(format!("network namespace {e}")))?;
+    let r = open();
+    // Every later socket of this thread would land in the host's namespace: not coming back
+    // is fatal for the whole process.
+    netns::enter_fd(&home).map_err(|e| {
+        DaemonError::Runtime(format!("returning from network namespace {name}: {e}"))
+    })?;
+    r
+}
+
+/// The hosts of one process and their loop.
+#[derive(Debug, Default)]
+pub struct HostSet {
+    gens: Vec<(String, GenHost)>,
+    sinks: Vec<(String, SinkHost)>,
+    /// Hosts finished so far.
+    finished: u64,
+    /// Hosts that failed (port or report errors), with the reason.
+    failed: Vec<String>,
+}
+
+impl HostSet {
+    /// Adds a generator (already open).
+    pub fn add_gen(&mut self, label: String, g: GenHost) {
+        self.gens.push((label, g));
+    }
+
+    /// Adds a sink (already open).
+    pub fn add_sink(&mut self, label: String, s: SinkHost) {
+        self.sinks.push((label, s));
+    }
+
+    /// Generators still running or draining.
+    pub fn gens(&self) -> usize {
+        self.gens.len()
+    }
+
+    /// Sinks still counting.
+    pub fn sinks(&self) -> usize {
+        self.sinks.len()
+    }
+
+    /// Hosts that failed, with the reason.
+    pub fn failed(&self) -> &[String] {
+        &self.failed
+    }
+
+    /// Answers one control command: opens the host in its namespace and starts it now.
+    pub fn command(&mut self, cmd: HostsCommand, clock: &dyn Clock) -> Answer {
+        let start = |label: &str, t: Instant| json!({"host": label, "started_ns": t.as_nanos()});
+        match cmd {
+            HostsCommand::Status => Ok(json!({
+                "gens": self.gens.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
+                "sinks": self.sinks.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
+                "finished": self.finished,
+                "failed": self.failed,
+            })),
+            HostsCommand::Gen { netns, out, args } => {
+                let label = format!("gen {}", out.display());
+                let g = in_netns(netns.as_deref(), || {
+                    GenHost::open(&args, Out::file(&out)?, clock)
+                })
+                .map_err(|e| e.to_string())?;
+                let a = start(&label, g.started());
+                self.add_gen(label, g);
+                Ok(a)
+            }
+            HostsCommand::Sink { netns, out, args } => {
+                let label = format!("sink {}", out.display());
+                let s = in_netns(netns.as_deref(), || {
+                    SinkHost::open(&args, Out::file(&out)?, clock)
+                })
+                .map_err(|e| e.to_string())?;
+                let a = start(&label, s.started());
+                self.add_sink(label, s);
+                Ok(a)
+            }
+        }
+    }
+
+    fn fail(&mut self, label: &str, e: &DaemonError) {
+        tracing::error!(host = label, error = %e, "host failed");
+        self.failed.push(format!("{label}: {e}"));
+    }
+
+    /// One step of every host; hosts that are done write their reports and leave.
+    pub fn step(&mut self, clock: &dyn Clock) {
+        let mut i = 0;
+        while i < self.gens.len() {
+            let r = self.gens[i].1.step(clock);
+            if r.is_err() || self.gens[i].1.is_done() {
+                // A failed host still writes what it has.
+                let (label, g) = self.gens.swap_remove(i);
+                let done = g.finish(clock.now());
+                for e in [r, done].into_iter().filter_map(Result::err) {
+                    self.fail(&label, &e);
+                }
+                self.finished += 1;
+            } else {
+                i += 1;
+            }
+        }
+        let mut i = 0;
+        while i < self.sinks.len() {
+            let r = self.sinks[i].1.step(clock);
+            if r.is_err() || self.sinks[i].1.is_done() {
+                let (label, s) = self.sinks.swap_remove(i);
+                let done = s.finish(clock.now());
+                for e in [r, done].into_iter().filter_map(Result::err) {
+                    self.fail(&label, &e);
+                }
+                self.finished += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The earliest deadline of all hosts, at most [`MAX_SLEEP`] from `now`.
+    pub fn deadline(&self, now: Instant) -> Instant {
+        let gens = self.gens.iter().map(|(_, g)| g.deadline(now));
+        let sinks = self.sinks.iter().map(|(_, s)| s.deadline(now));
+        gens.chain(sinks).fold(now + MAX_SLEEP, Instant::min)
+    }
+
+    /// The descriptors to wait on.
+    pub fn fds(&self) -> Vec<std::os::fd::RawFd> {
+        let gens = self.gens.iter().filter_map(|(_, g)| g.fd());
+        let sinks = self.sinks.iter().filter_map(|(_, s)| s.fd());
+        gens.chain(sinks).collect()
+    }
+
+    /// One turn of the loop: a step of every host, then a wait for any port or the earliest
+    /// deadline.
+    pub fn turn(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        self.step(clock);
+        let now = clock.now();
+        clock
+            .wait(&self.fds(), self.deadline(now))
+            .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
+        Ok(())
+    }
+
+    /// Stops everything: every sink reports at once, every generator drains (up to one
+    /// second) and reports.
+    pub fn finish(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        let now = clock.now();
+        for (_, s) in &mut self.sinks {
+            s.stop();
+        }
+        for (_, g) in &mut self.gens {
+            g.stop(now);
+        }
+        while !self.gens.is_empty() || !self.sinks.is_empty() {
+            self.turn(clock)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the hosts process until SIGINT/SIGTERM.
+pub fn hosts(args: HostsArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let clock = Monotonic;
+    let (tx, rx) = socket::channel();
+    let _ctl = CtlServer::start(&args.ctl, tx, HostsCommand::parse)
+        .map_err(|e| DaemonError::Config(format!("ctl {}: {e}", args.ctl.display())))?;
+    args.sched.apply()?;
+    let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
+    let mut set = HostSet::default();
+    while !term.load(Ordering::Relaxed) {
+        socket::answer_pending(&rx, |cmd| set.command(cmd, &clock));
+        set.turn(&clock)?;
+    }
+    set.finish(&clock)?;
+    match set.failed() {
+        [] => Ok(()),
+        f => Err(DaemonError::Runtime(format!(
+            "{} host(s) failed: {}",
+            f.len(),
+            f.join("; ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cnm_proto::phy::clock::WarpClock;
+    use cnm_proto::phy::{PipePort, Port};
+    use cnm_proto::wire::EthernetAddress;
+    use serde_json::Value;
+
+    const T0: Instant = Instant::from_nanos(1_000_000_000);
+
+    fn gen_args(extra: &[&str]) -> GenArgs {
+        let mut w = vec![
+            "--uplink",
+            "up0",
+            "--dst",
+            "02:00:00:00:00:02",
+            "--seed",
+            "7",
+        ];
+        w.extend_from_slice(extra);
+        GenLine::try_parse_from(w).unwrap().args
+    }
+
+    fn sink_args(w: &[&str]) -> SinkArgs {
+        SinkLine::try_parse_from(w).unwrap().args
+    }
+
+    /// A pipe end whose peer may go away: a sink on it keeps counting nothing, as a sink on
+    /// a packet socket does when its sender stops.
+    struct Lasting(PipePort);
+
+    impl Port for Lasting {
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn recv_batch(
+            &mut self,
+            max: usize,
+            f: &mut dyn FnMut(&[u8]),
+        ) -> Result<usize, cnm_proto::phy::PortError> {
+            match self.0.recv_batch(max, f) {
+                Err(cnm_proto::phy::PortError::Disconnected { .. }) => Ok(0),
+                r => r,
+            }
+        }
+        fn send(&mut self, frame: &[u8]) -> Result<bool, cnm_proto::phy::PortError> {
+            self.0.send(frame)
+        }
+        fn flush(&mut self) -> Result<(), cnm_proto::phy::PortError> {
+            self.0.flush()
+        }
+        fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+            self.0.raw_fd()
+        }
+        fn counters(&mut self) -> cnm_proto::phy::PortStats {
+            self.0.counters()
+        }
+    }
+
+    fn read(path: &std::path::Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn parses_commands() {
+        assert!(matches!(
+            HostsCommand::parse(&["status"]),
+            Ok(HostsCommand::Status)
+        ));
+        let Ok(HostsCommand::Gen { netns, out, args }) = HostsCommand::parse(&[
+            "start",
+            "gen",
+            "ns1",
+            "g.json",
+            "--uplink",
+            "eth0",
+            "--dst",
+            "02:00:00:00:00:02",
+            "--json",
+        ]) else {
+            panic!("start gen not parsed");
+        };
+        assert_eq!(netns.as_deref(), Some("ns1"));
+        assert_eq!(out, PathBuf::from("g.json"));
+        assert!(args.json);
+        let Ok(HostsCommand::Sink { netns, .. }) =
+            HostsCommand::parse(&["start", "sink", "-", "s.json", "--uplink", "eth0"])
+        else {
+            panic!("start sink not parsed");
+        };
+        assert_eq!(netns, None);
+        // Missing options, unknown options and commands are refused with a reason.
+        let e = HostsCommand::parse(&["start", "gen", "ns1", "g.json", "--uplink", "eth0"])
+            .unwrap_err();
+        assert!(e.contains("--dst"), "{e}");
+        let e = HostsCommand::parse(&["start", "sink", "-", "s.json", "--bogus"]).unwrap_err();
+        assert!(e.starts_with("start sink:"), "{e}");
+        assert!(HostsCommand::parse(&["start", "gen"]).is_err());
+        assert!(HostsCommand::parse(&["reboot"]).is_err());
+    }
+
+    #[test]
+    fn a_bad_start_is_refused_and_changes_nothing() {
+        let clock = WarpClock::stopped(T0);
+        let mut set = HostSet::default();
+        let dir = tempfile::tempdir().unwrap();
+        let e = set
+            .command(
+                HostsCommand::Sink {
+                    netns: Some("../x".into()),
+                    out: dir.path().join("s.json"),
+                    args: sink_args(&["--uplink", "eth0"]),
+                },
+                &clock,
+            )
+            .unwrap_err();
+        assert!(e.contains("invalid network namespace name"), "{e}");
+        let e = set
+            .command(
+                HostsCommand::Sink {
+                    netns: None,
+                    out: dir.path().join("s.json"),
+                    args: sink_args(&["--uplink", "qcn-no-such-if"]),
+                },
+                &clock,
+            )
+            .unwrap_err();
+        assert!(e.contains("no such interface"), "{e}");
+        assert_eq!((set.gens(), set.sinks()), (0, 0));
+    }
+
+    /// Two generators and a sink on pipes, one loop on a warped clock: the generators stop
+    /// at their durations and report; the sink, stopped afterwards, counts every frame the
+    /// generators handed to their agents (nothing is lost on a pipe).
+    #[test]
+    fn one_loop_drives_generators_and_a_sink() {
+        let clock = WarpClock::auto(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = HostSet::default();
+        let (up_a, down_a) = PipePort::pair_named(4096, "up0", "down0");
+        let (up_b, down_b) = PipePort::pair_named(4096, "up1", "down1");
+        let mut outs = Vec::new();
+        for (i, up) in [up_a, up_b].into_iter().enumerate() {
+            let args = gen_args(&[
+                "--pattern",
+                "cbr:8mbit",
+                "--size",
+                "1000",
+                "--line-rate",
+                "100mbit",
+                "--duration",
+                "200ms",
+                "--interval",
+                "50ms",
+                "--json",
+            ]);
+            let out = dir.path().join(format!("gen-{i}.json"));
+            let mac = EthernetAddress([2, 0, 0, 0, 1, i as u8]);
+            let g =
+                GenHost::with_port(&args, Box::new(up), mac, Out::file(&out).unwrap(), T0).unwrap();
+            set.add_gen(format!("gen {i}"), g);
+            outs.push(out);
+        }
+        // One sink reads both pipes in turn through two SinkHosts of one receiver each.
+        let mut sink_outs = Vec::new();
+        for (i, down) in [down_a, down_b].into_iter().enumerate() {
+            let out = dir.path().join(format!("sink-{i}.json"));
+            let args = sink_args(&["--uplink", "down0", "--json", "--interval", "50ms"]);
+            let s =
+                SinkHost::with_port(&args, Box::new(Lasting(down)), Out::file(&out).unwrap(), T0);
+            set.add_sink(format!("sink {i}"), s);
+            sink_outs.push(out);
+        }
+        // The generators end by themselves (200 ms, then their drain).
+        let mut turns = 0;
+        while set.gens() > 0 {
+            set.turn(&clock).unwrap();
+            turns += 1;
+            assert!(turns < 1_000_000, "the generators never finished");
+        }
+        assert_eq!(set.sinks(), 2);
+        clock.advance(Duration::from_millis(10));
+        set.finish(&clock).unwrap();
+        assert!(set.failed().is_empty(), "{:?}", set.failed());
+        for (g, s) in outs.iter().zip(&sink_outs) {
+            let g = read(g);
+            let s = read(s);
+            let sent = g["end"]["sum"]["frames"].as_u64().unwrap();
+            // 8 Mb/s of 1000-octet frames for 200 ms: 200 frames.
+            assert!((195..=201).contains(&sent), "sent {sent}");
+            assert_eq!(s["end"]["sum"]["frames"].as_u64().unwrap(), sent);
+            assert_eq!(s["end"]["sum"]["lost"].as_u64().unwrap(), 0);
+            // Every interval of the generator is reported, the last one ending at 200 ms.
+            let iv = g["intervals"].as_array().unwrap();
+            assert_eq!(iv.len(), 4);
+            assert!((iv[3]["end"].as_f64().unwrap() - 0.2).abs() < 1e-9);
+            let per: u64 = iv
+                .iter()
+                .map(|v| v["sum"]["frames"].as_u64().unwrap())
+                .sum();
+            assert_eq!(per, sent);
+        }
+    }
+}
