@@ -31,6 +31,7 @@ fn completions_and_man_pages_generate() {
             "rp-agent.1",
             "rp-agent-gen.1",
             "rp-agent-sink.1",
+            "rp-agent-hosts.1",
             "rp-agent-ctl.1",
         ],
     );

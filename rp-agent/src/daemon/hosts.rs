@@ -202,11 +202,13 @@ impl HostSet {
     }
 
     /// Generators still running or draining.
+    #[cfg(test)]
     pub fn gens(&self) -> usize {
         self.gens.len()
     }
 
     /// Sinks still counting.
+    #[cfg(test)]
     pub fn sinks(&self) -> usize {
         self.sinks.len()
     }

@@ -15,6 +15,7 @@
 //!
 //! [scenario.netns]                  # netns mode only; every key optional
 //! duration = "30s"                  # wall-clock length (default: duration × scale)
+//! hosts = "one-process"             # generators and sinks: one-process | per-process
 //! ```
 //!
 //! # Time scaling (netns mode)
@@ -174,6 +175,21 @@ pub struct NetnsMeta {
     pub duration: Option<Duration>,
     /// Settling time before the schedule starts (daemons and sinks up). Default 300 ms.
     pub settle: Option<Duration>,
+    /// How the hosts' generators and sinks run: all in one process (default) or one process
+    /// each.
+    #[serde(default)]
+    pub hosts: HostsMode,
+}
+
+/// `[scenario.netns] hosts`: how a netns run emulates its generators and sinks.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostsMode {
+    /// Every generator and sink in one `rp-agent hosts` process and one event loop.
+    #[default]
+    OneProcess,
+    /// One `rp-agent gen` per generated flow and one `rp-agent sink` per receiver.
+    PerProcess,
 }
 
 /// The default netns time scale: 10 Gb/s ÷ 100 = 100 Mb/s, which this kind of machine forwards

@@ -1,9 +1,17 @@
-//! The daemons of a netns run: one `cp-switch` per switch, one `rp-agent sink` per receiving
-//! host, one TAP-mode `rp-agent` per host whose kernel takes part; their binaries, control
-//! sockets and readiness checks.
+//! The daemons of a netns run: one `cp-switch` per switch, one sink per receiving host, one
+//! TAP-mode `rp-agent` per host whose kernel takes part; their binaries, control sockets and
+//! readiness checks.
+//!
+//! The sinks (and the generators, [`super::endpoints`]) run in one `rp-agent hosts` process
+//! ([`HostProc`]) by default: it opens each host's packet socket inside that host's namespace
+//! and serves them all from one event loop, so six processes no longer compete for two cores
+//! and a descheduled generator no longer drains in a burst. `[scenario.netns] hosts =
+//! "per-process"` brings back one `rp-agent sink` and one `rp-agent gen` process each.
 //!
 //! * A switch is ready when its control socket answers `stats`.
-//! * A sink is ready when its namespace has a packet socket open (`/proc/net/packet`).
+//! * The hosts process is ready when its control socket answers `status`; a sink in it is
+//!   ready when its `start sink` is answered (its port is open by then).
+//! * A sink process is ready when its namespace has a packet socket open (`/proc/net/packet`).
 //! * A TAP agent is ready when its control socket answers; then the TAP gets the host's MAC
 //!   (the agent takes only frames addressed to it, and the switches' static FDB entries point
 //!   at it), the MTU the host's flows ask for, and static neighbour entries for the other such
@@ -104,13 +112,86 @@ pub struct SwitchProc {
     pub log: PathBuf,
 }
 
+/// The `rp-agent hosts` process of a run: every generator and sink in one event loop.
+#[derive(Debug)]
+pub struct HostProc {
+    /// The process.
+    pub child: Child,
+    /// Its control socket.
+    pub ctl: PathBuf,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+impl HostProc {
+    /// Starts `rp-agent hosts` (in the initial namespace, working in the results directory)
+    /// and waits until its control socket answers.
+    pub fn start(st: &Setup) -> anyhow::Result<HostProc> {
+        let ctl_path = st.sock_dir.join("hosts.ctl");
+        let log = st.logs.join("rp-agent-hosts.log");
+        let logf = std::fs::File::create(&log)?;
+        let mut c = crate::netns::Namespace::root().command(&st.bins.rp_agent)?;
+        c.env(RUN_ENV, &st.prefix)
+            .current_dir(&st.dir)
+            .args(["hosts", "--die-with-parent", "--ctl"])
+            .arg(&ctl_path)
+            .stdout(Stdio::from(logf.try_clone()?))
+            .stderr(Stdio::from(logf));
+        let mut child = crate::netns::Namespace::root().spawn_command(c)?;
+        match wait_ready(&mut child, || ctl(&ctl_path, "status").is_ok())? {
+            Ok(()) => {}
+            Err(NotReady::Exited) => {
+                bail!("rp-agent hosts exited at start:\n{}", tail(&log, 10))
+            }
+            Err(NotReady::Silent) => bail!("rp-agent hosts: control socket silent for 10 s"),
+        }
+        Ok(HostProc {
+            child,
+            ctl: ctl_path,
+            log,
+        })
+    }
+
+    /// Starts a host (`start gen|sink NETNS OUT ARGS...`, the words as given) and returns when
+    /// it started, in seconds of the schedule (`st`'s clock), from the start instant the
+    /// process answers with.
+    pub fn start_host(&self, st: &Setup, words: &[String]) -> anyhow::Result<f64> {
+        if let Some(w) = words
+            .iter()
+            .find(|w| w.is_empty() || w.contains(char::is_whitespace))
+        {
+            bail!(
+                "{w:?}: the hosts process takes no white space in a path or argument; \
+                 set [scenario.netns] hosts = \"per-process\""
+            );
+        }
+        let v = ctl(&self.ctl, &words.join(" "))?;
+        let now_s = st.elapsed();
+        let now_ns = cnm_proto::phy::clock::now().as_nanos();
+        let started_ns = v["started_ns"].as_u64().unwrap_or(now_ns);
+        Ok(now_s - now_ns.saturating_sub(started_ns) as f64 / 1e9)
+    }
+
+    /// The generators still running or draining (`status`); `None` when it does not answer.
+    pub fn running_gens(&self) -> Option<usize> {
+        ctl(&self.ctl, "status")
+            .ok()
+            .and_then(|v| v["gens"].as_array().map(Vec::len))
+    }
+}
+
+/// A host's namespace as the hosts process names it (`-`: the initial one).
+pub fn netns_word(st: &Setup, host: &str) -> String {
+    st.ns[host].name().unwrap_or("-").to_string()
+}
+
 /// A running sink.
 #[derive(Debug)]
 pub struct SinkProc {
     /// Receiving host.
     pub host: String,
-    /// The daemon.
-    pub child: Child,
+    /// Its own process (`None`: it runs in the [`HostProc`]).
+    pub child: Option<Child>,
     /// Its JSON document (written when it stops).
     pub out: PathBuf,
     /// When it was stopped (seconds of the schedule).
@@ -194,21 +275,37 @@ pub fn start_switches(st: &Setup) -> anyhow::Result<Vec<SwitchProc>> {
     Ok(switches)
 }
 
-/// Starts `rp-agent sink --json` on every host in `receivers` and waits for their packet
-/// sockets.
-pub fn start_sinks(st: &Setup, receivers: &[String]) -> anyhow::Result<Vec<SinkProc>> {
+/// Starts a sink (`--json`) on every host in `receivers`, in the hosts process `hosts` when
+/// given, else as one `rp-agent sink` each, and waits until each has its packet socket open.
+pub fn start_sinks(
+    st: &Setup,
+    receivers: &[String],
+    hosts: Option<&HostProc>,
+) -> anyhow::Result<Vec<SinkProc>> {
     let mut sinks = Vec::new();
+    let args: Vec<String> = ["--uplink", "eth0", "--json", "--interval", &st.interval_arg]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     for r in receivers {
-        let out = st.dir.join(format!("sink-{r}.json"));
+        let name = format!("sink-{r}.json");
+        let out = st.dir.join(&name);
+        if let Some(hp) = hosts {
+            let mut words: Vec<String> =
+                vec!["start".into(), "sink".into(), netns_word(st, r), name];
+            words.extend(args.iter().cloned());
+            hp.start_host(st, &words)
+                .with_context(|| format!("the sink on {r}"))?;
+            sinks.push(SinkProc {
+                host: r.clone(),
+                child: None,
+                out,
+                stop_s: 0.0,
+            });
+            continue;
+        }
         let mut c = st.ns[r].command(&st.bins.rp_agent)?;
-        c.args([
-            "sink",
-            "--uplink",
-            "eth0",
-            "--json",
-            "--interval",
-            &st.interval_arg,
-        ]);
+        c.arg("sink").args(&args);
         c.stdout(Stdio::from(std::fs::File::create(&out)?));
         c.stderr(Stdio::from(std::fs::File::create(
             st.logs.join(format!("sink-{r}.log")),
@@ -216,18 +313,21 @@ pub fn start_sinks(st: &Setup, receivers: &[String]) -> anyhow::Result<Vec<SinkP
         let child = st.ns[r].spawn_command(c)?;
         sinks.push(SinkProc {
             host: r.clone(),
-            child,
+            child: Some(child),
             out,
             stop_s: 0.0,
         });
     }
     for s in &mut sinks {
+        let Some(child) = s.child.as_mut() else {
+            continue;
+        };
         let space = &st.ns[s.host.as_str()];
         let ready = || {
             let packet = space.exec(&["cat", "/proc/net/packet"]).unwrap_or_default();
             packet.lines().count() > 1
         };
-        match wait_ready(&mut s.child, ready)? {
+        match wait_ready(child, ready)? {
             Ok(()) => {}
             Err(NotReady::Exited) => bail!(
                 "rp-agent sink on {} exited at start:\n{}",

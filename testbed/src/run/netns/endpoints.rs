@@ -5,18 +5,21 @@
 //!
 //! * A generator runs with `--duration` = its flow's active span, `--ctl` (parameter events
 //!   reach it there) and the agent configuration of its host at its start time
-//!   ([`super::config::agent_config_at`]).
+//!   ([`super::config::agent_config_at`]); in the run's `rp-agent hosts` process
+//!   ([`HostProc`], `start gen ...` with the same options, its socket opened in the source's
+//!   namespace; its start is the instant the process answers with), or as its own process.
 //! * An iperf3 client takes whole seconds (`-t`): a TCP/UDP flow's span is rounded down (at
 //!   least 1 s). Its server runs `-1 -J` on port [`crate::run::iperf::BASE_PORT`] + flow index.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use rp_agent::gen::Pattern;
 
 use super::config::{agent_config_at, scaled_pattern, uplink_rate};
-use super::daemons::{wait_ready, NotReady};
+use super::daemons::{netns_word, wait_ready, HostProc, NotReady};
 use super::setup::{Setup, RUN_ENV};
 use crate::netns::{Child, Namespace};
 use crate::run::{incast, iperf};
@@ -27,8 +30,8 @@ use crate::sim::topo::FlowKind;
 pub struct GenProc {
     /// Flow index.
     pub flow: usize,
-    /// The process.
-    pub child: Child,
+    /// Its own process (`None`: it runs in the [`HostProc`]).
+    pub child: Option<Child>,
     /// When it started (seconds of the schedule).
     pub started_s: f64,
     /// Its JSON document (written when it stops).
@@ -188,8 +191,14 @@ pub fn start_iperf(
     })
 }
 
-/// Starts the generator of flow `i`, with its control socket `ctl`.
-pub fn start_gen(st: &Setup, i: usize, ctl: PathBuf) -> anyhow::Result<GenProc> {
+/// Starts the generator of flow `i`, with its control socket `ctl`: in the hosts process
+/// `hosts` when given, else as its own `rp-agent gen`.
+pub fn start_gen(
+    st: &Setup,
+    i: usize,
+    ctl: PathBuf,
+    hosts: Option<&HostProc>,
+) -> anyhow::Result<GenProc> {
     let f = &st.sc.topo.flow[i];
     let name = st.flow_name(i);
     let stop = f.stop.map_or(st.span, |x| st.k.at(x));
@@ -201,28 +210,70 @@ pub fn start_gen(st: &Setup, i: usize, ctl: PathBuf) -> anyhow::Result<GenProc> 
     };
     let line = uplink_rate(&st.sc, &st.graph, &f.src);
     let cfg = agent_config_at(&st.sc, &f.src, line, st.k, f.start)?;
-    let cfg_path = st.dir.join(format!("rp-agent-{name}.toml"));
-    std::fs::write(&cfg_path, cfg)?;
-    let out = st.dir.join(format!("gen-{name}.json"));
+    let cfg_name = format!("rp-agent-{name}.toml");
+    std::fs::write(st.dir.join(&cfg_name), cfg)?;
+    let out_name = format!("gen-{name}.json");
+    let out = st.dir.join(&out_name);
     let dst = st
         .macs
         .get(&f.dst)
         .map(|m| m.to_string())
         .unwrap_or_default();
+    let args: Vec<OsString> = vec![
+        "--uplink".into(),
+        "eth0".into(),
+        "--dst".into(),
+        dst.into(),
+        "--pattern".into(),
+        scaled_pattern(&pattern, st.k.rate_div).into(),
+        "--size".into(),
+        f.frame_len.to_string().into(),
+        "--duration".into(),
+        format!("{}ms", (dur * 1000.0).round() as u64).into(),
+        "--interval".into(),
+        st.interval_arg.clone().into(),
+        "--json".into(),
+        "--seed".into(),
+        (st.seed.wrapping_mul(1000) + i as u64 + 1)
+            .to_string()
+            .into(),
+        "--config".into(),
+        // The hosts process works in the results directory.
+        if hosts.is_some() {
+            cfg_name.into()
+        } else {
+            st.dir.join(&cfg_name).into_os_string()
+        },
+        "--ctl".into(),
+        ctl.into_os_string(),
+    ];
+    if let Some(hp) = hosts {
+        let mut words = vec![
+            "start".to_string(),
+            "gen".into(),
+            netns_word(st, &f.src),
+            out_name,
+        ];
+        for a in args {
+            match a.into_string() {
+                Ok(a) => words.push(a),
+                Err(a) => bail!("{a:?}: not UTF-8; set [scenario.netns] hosts = \"per-process\""),
+            }
+        }
+        let started_s = hp
+            .start_host(st, &words)
+            .with_context(|| format!("the generator of {name}"))?;
+        return Ok(GenProc {
+            flow: i,
+            child: None,
+            started_s,
+            out,
+        });
+    }
     let mut c = st.ns[&f.src].command(&st.bins.rp_agent)?;
     c.env(RUN_ENV, &st.prefix)
-        .args(["gen", "--uplink", "eth0", "--dst", &dst, "--pattern"])
-        .arg(scaled_pattern(&pattern, st.k.rate_div))
-        .arg("--size")
-        .arg(f.frame_len.to_string())
-        .arg("--duration")
-        .arg(format!("{}ms", (dur * 1000.0).round() as u64))
-        .args(["--interval", &st.interval_arg, "--json", "--seed"])
-        .arg((st.seed.wrapping_mul(1000) + i as u64 + 1).to_string())
-        .arg("--config")
-        .arg(&cfg_path)
-        .arg("--ctl")
-        .arg(ctl)
+        .arg("gen")
+        .args(args)
         .stdout(Stdio::from(std::fs::File::create(&out)?))
         .stderr(Stdio::from(std::fs::File::create(
             st.logs.join(format!("gen-{name}.log")),
@@ -230,7 +281,7 @@ pub fn start_gen(st: &Setup, i: usize, ctl: PathBuf) -> anyhow::Result<GenProc> 
     let child = st.ns[&f.src].spawn_command(c)?;
     Ok(GenProc {
         flow: i,
-        child,
+        child: Some(child),
         started_s: st.elapsed(),
         out,
     })

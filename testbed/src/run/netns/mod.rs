@@ -9,14 +9,14 @@
 //! * [`config`] — one `cp-switch` configuration per switch (the scenario's bridge table, veth
 //!   line emulation, static FDB, `[[port]]` rates ÷ S and delays × S) and the agents'
 //!   configurations (rates ÷ S, loop times × S).
-//! * [`daemons`] — one `cp-switch` per switch; one `rp-agent sink --json` per receiving host;
+//! * [`daemons`] — one `cp-switch` per switch; one sink (`--json`) per receiving host;
 //!   for `tcp` and `udp:RATE` flows and `[[incast]]`, which use the hosts' kernels, every host
 //!   taking part runs `rp-agent` in TAP mode (`qcn0`, the host's MAC and an address
 //!   10.77.x.y/16, static neighbour entries for the other such hosts, so no ARP crosses the
 //!   switches; the TAP's MTU follows the flows' `frame_len`). CNMs reaching these agents are
 //!   read from their control sockets (`stats` → `cnm_rx`) and credited to the host's first
 //!   such flow (the incast's servers: to `incast`).
-//! * [`endpoints`] — one `rp-agent gen --json` per generated flow, started at the flow's
+//! * [`endpoints`] — one generator (`--json`) per generated flow, started at the flow's
 //!   (scaled) start time with `--duration` = its active span; `iperf3` servers and clients
 //!   ([`crate::run::iperf`]: the series is the receiver's goodput; generator series are wire
 //!   rates); incast servers and clients ([`crate::run::incast`]; the rounds become the
@@ -32,6 +32,11 @@
 //!   bottleneck port's transmitted octets (ctl stats).
 //! * [`collect`] — afterwards: generator and sink reports, iperf3 and incast outputs, the
 //!   switches' traces and final statistics.
+//!
+//! Hosts: the generators and sinks run in one `rp-agent hosts` process by default
+//! ([`daemons::HostProc`]; its own event loop over every host's packet socket, each opened in
+//! its host's namespace), or one process each with `[scenario.netns] hosts = "per-process"`.
+//! A generator `rp-agent gen` and a sink `rp-agent sink` are the same code either way.
 //!
 //! Readiness: each switch's control socket answers; each sink has its packet socket open;
 //! each server listens. Teardown: the daemons are [`Child`] guards and the namespaces belong
@@ -69,7 +74,7 @@ use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
 use crate::signals;
 use crate::sim::topo::{DirSpec, EventKind, FlowKind};
-use daemons::{ctl, tail, SinkProc, StackHost, SwitchProc, TempDir};
+use daemons::{ctl, tail, HostProc, SinkProc, StackHost, SwitchProc, TempDir};
 use endpoints::{ClientProc, GenProc};
 use events::ParamEvents;
 pub use setup::{Bins, Setup, RUN_ENV};
@@ -95,6 +100,8 @@ pub struct NetnsWorld {
     servers: Vec<Child>,
     stacks: Vec<StackHost>,
     sinks: Vec<SinkProc>,
+    /// The generators' and sinks' process (one-process hosts).
+    hosts: Option<HostProc>,
     switches: Vec<SwitchProc>,
     _sock_dir: TempDir,
     lab: Lab,
@@ -248,6 +255,7 @@ impl NetnsWorld {
             servers: Vec::new(),
             stacks: Vec::new(),
             sinks: Vec::new(),
+            hosts: None,
             switches: Vec::new(),
             _sock_dir: sock_dir,
             lab,
@@ -273,8 +281,13 @@ impl NetnsWorld {
             .collect();
         receivers.sort();
         receivers.dedup();
+        let one_process = st.sc.meta.netns.hosts == crate::scenario::HostsMode::OneProcess;
+        if one_process && !receivers.is_empty() {
+            progress.note("starting the hosts process");
+            self.hosts = Some(HostProc::start(st)?);
+        }
         progress.note("waiting for the sinks");
-        self.sinks = daemons::start_sinks(st, &receivers)?;
+        self.sinks = daemons::start_sinks(st, &receivers, self.hosts.as_ref())?;
         let stack = stack_hosts(&st.sc, &st.kinds);
         if !stack.is_empty() {
             progress.note("starting the TAP agents");
@@ -306,7 +319,7 @@ impl NetnsWorld {
             let c = endpoints::start_iperf(&self.st, i, now, &self.ip_of())?;
             self.iperfs.push(c);
         } else {
-            let g = endpoints::start_gen(&self.st, i, self.st.flow_ctl(i))?;
+            let g = endpoints::start_gen(&self.st, i, self.st.flow_ctl(i), self.hosts.as_ref())?;
             self.gens.push(g);
         }
         Ok(())
@@ -380,12 +393,23 @@ impl NetnsWorld {
         // Generators stop by themselves (--duration) and drain for up to 1 s.
         let deadline = StdInstant::now() + StdDuration::from_secs(3);
         for g in &mut self.gens {
-            while g.child.is_running() && StdInstant::now() < deadline {
+            let Some(child) = g.child.as_mut() else {
+                continue;
+            };
+            while child.is_running() && StdInstant::now() < deadline {
                 if signals::sleep_or_interrupted(StdDuration::from_millis(20)) {
                     bail!("interrupted");
                 }
             }
-            let _ = g.child.stop(StdDuration::from_secs(2));
+            let _ = child.stop(StdDuration::from_secs(2));
+        }
+        // Those of the hosts process leave it when they have drained and reported.
+        if let Some(hp) = &self.hosts {
+            while hp.running_gens().is_some_and(|n| n > 0) && StdInstant::now() < deadline {
+                if signals::sleep_or_interrupted(StdDuration::from_millis(20)) {
+                    bail!("interrupted");
+                }
+            }
         }
         // iperf3 clients end by themselves (-t) and then fetch the server's report; incast
         // clients start no round after their duration (one may still be running).
@@ -403,7 +427,13 @@ impl NetnsWorld {
         }
         for s in &mut self.sinks {
             s.stop_s = self.st.elapsed();
-            let _ = s.child.stop(StdDuration::from_secs(3));
+            if let Some(c) = s.child.as_mut() {
+                let _ = c.stop(StdDuration::from_secs(3));
+            }
+        }
+        // The hosts process reports every sink (and any generator left) when it stops.
+        if let Some(hp) = &mut self.hosts {
+            let _ = hp.child.stop(StdDuration::from_secs(3));
         }
         for mut c in self.captures.drain(..) {
             let _ = c.stop(StdDuration::from_secs(3));
@@ -522,6 +552,11 @@ impl World for NetnsWorld {
                 );
             }
         }
+        if let Some(hp) = &mut self.hosts {
+            if !hp.child.is_running() {
+                bail!("rp-agent hosts died during the run:\n{}", tail(&hp.log, 10));
+            }
+        }
         for h in &mut self.stacks {
             if let Ok(v) = ctl(&h.ctl, "stats") {
                 let n = v["cnm_rx"].as_u64().unwrap_or(0);
@@ -567,6 +602,7 @@ impl World for NetnsWorld {
         drop(std::mem::take(&mut self.switches));
         drop(std::mem::take(&mut self.sinks));
         drop(std::mem::take(&mut self.gens));
+        drop(self.hosts.take());
         drop(std::mem::take(&mut self.stacks));
         self.lab
             .teardown()
