@@ -414,6 +414,21 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
     fn step(&mut self) -> Result<bool, DaemonError> {
         let now = self.clock.now();
         let mut busy = false;
+        // Network → agent first: a CNM or PAUSE that arrived while the agent slept or worked is
+        // applied before the next host frames are classified and paced (the reaction point
+        // reacts within one iteration, not after a host batch).
+        let mut lost = None;
+        if let Some(uplink) = self.uplink.as_mut() {
+            let agent = &mut self.agent;
+            match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
+                Ok(n) => busy |= n == BATCH,
+                Err(e) if e.is_link_gone() => lost = Some(e.to_string()),
+                Err(e) => transient(
+                    &mut self.errors,
+                    &format!("uplink {}: {e}", self.uplink_name),
+                ),
+            }
+        }
         // Host → agent: held frames first; the host port only while the agent accepts.
         let dropped = &mut self.host_dropped;
         self.held.retry(&mut self.agent, now, &mut |_, _, r| {
@@ -439,19 +454,6 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
                     )))
                 }
                 Err(e) => transient(&mut self.errors, &format!("tap {}: {e}", self.tap.name())),
-            }
-        }
-        // Network → agent.
-        let mut lost = None;
-        if let Some(uplink) = self.uplink.as_mut() {
-            let agent = &mut self.agent;
-            match uplink.recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f)) {
-                Ok(n) => busy |= n == BATCH,
-                Err(e) if e.is_link_gone() => lost = Some(e.to_string()),
-                Err(e) => transient(
-                    &mut self.errors,
-                    &format!("uplink {}: {e}", self.uplink_name),
-                ),
             }
         }
         let now = self.clock.now();

@@ -344,6 +344,12 @@ impl GenHost {
     fn run_step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
         let rt = |e: String| DaemonError::Runtime(e);
         let now = clock.now();
+        // CNMs and PAUSE frames first, so that they act on the frames taken below (as in
+        // `HostLoop::step`).
+        let agent = &mut self.agent;
+        self.uplink
+            .recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f))
+            .map_err(|e| rt(format!("uplink: {e}")))?;
         let (agent, sent) = (&mut self.agent, &mut self.sent);
         self.held.retry(agent, now, &mut |s, n, r| {
             if r.is_ok() {
@@ -374,10 +380,6 @@ impl GenHost {
                 }
             }
         }
-        let agent = &mut self.agent;
-        self.uplink
-            .recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f))
-            .map_err(|e| rt(format!("uplink: {e}")))?;
         self.agent.poll_host(now, &mut |_| true);
         let now = clock.now();
         let uplink = &mut self.uplink;
