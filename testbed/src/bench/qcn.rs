@@ -634,9 +634,18 @@ pub fn pair_latencies(sent: &[(u64, u64)], applied: &[(u64, u64)]) -> Vec<f64> {
 /// Longest CNM latency considered a match (a larger gap means the CNM was lost).
 pub const PAIR_WINDOW_NS: u64 = 100_000_000;
 
-/// Part 2.
-fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
-    let lab = Lab::new("qsmp")?;
+/// Blasts [`SAMPLING_FRAME`]-octet frames h1 → `cp-switch` → h2 in a fresh lab `lab`, through
+/// one switch daemon per variant and round, the variants interleaved within each round (so a
+/// slow stretch of the machine hits every variant alike). Each variant is `(label, extra
+/// cp-switch arguments)`; `seen` gets the label, the measurement and the switch's control
+/// socket while it still runs.
+fn blast_variants(
+    cfg: &Config,
+    lab: &str,
+    variants: &[(&str, &[&str])],
+    seen: &mut dyn FnMut(&str, &Measurement, &Path),
+) -> Result<(), BenchError> {
+    let lab = Lab::new(lab)?;
     let work = WorkDir::new(&lab)?;
     let (h1, sw, h2) = line(&lab, ["h1", "sw", "h2"])?;
     let ep = |ns: &Namespace| -> Result<Endpoint, BenchError> {
@@ -652,39 +661,46 @@ fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
         warmup: cfg.warmup,
         window: cfg.duration,
     };
-    let mut out = Sampling::default();
     for _ in 0..cfg.rounds.max(1) {
-        for mode in ["output", "off"] {
-            let ctl = work.path(&format!("sw-{mode}.sock"));
-            let log = work.path(&format!("sw-{mode}.log"));
-            let mut child = sw.spawn_logged(
-                &[
-                    cfg.cp_switch.as_os_str(),
-                    "--port".as_ref(),
-                    "p1".as_ref(),
-                    "--port".as_ref(),
-                    "p2".as_ref(),
-                    "--default-priority".as_ref(),
-                    "3".as_ref(),
-                    "--cp".as_ref(),
-                    mode.as_ref(),
-                    "--ctl".as_ref(),
-                    ctl.as_os_str(),
-                ],
-                &log,
-            )?;
+        for (label, extra) in variants {
+            let ctl = work.path(&format!("sw-{label}.sock"));
+            let log = work.path(&format!("sw-{label}.log"));
+            let mut args: Vec<&OsStr> = vec![
+                cfg.cp_switch.as_os_str(),
+                "--port".as_ref(),
+                "p1".as_ref(),
+                "--port".as_ref(),
+                "p2".as_ref(),
+                "--ctl".as_ref(),
+                ctl.as_os_str(),
+            ];
+            args.extend(extra.iter().map(OsStr::new));
+            let mut child = sw.spawn_logged(&args, &log)?;
             wait_for_socket(&mut child, &ctl, &log)?;
             let m: Measurement = blast::measure(&tx, &rx, &spec)?;
-            if mode == "output" {
-                out.cp_output_fps.push(m.rx_fps);
-                out.samples = cps_sum(&cfg.cp_switch, &ctl, "samples");
-            } else {
-                out.cp_off_fps.push(m.rx_fps);
-            }
+            seen(label, &m, &ctl);
             let _ = child.stop(std::time::Duration::from_secs(3));
             let _ = std::fs::remove_file(&ctl);
         }
     }
+    Ok(())
+}
+
+/// Part 2.
+fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
+    let mut out = Sampling::default();
+    let variants: [(&str, &[&str]); 2] = [
+        ("output", &["--default-priority", "3", "--cp", "output"]),
+        ("off", &["--default-priority", "3", "--cp", "off"]),
+    ];
+    blast_variants(cfg, "qsmp", &variants, &mut |label, m, ctl| {
+        if label == "output" {
+            out.cp_output_fps.push(m.rx_fps);
+            out.samples = cps_sum(&cfg.cp_switch, ctl, "samples");
+        } else {
+            out.cp_off_fps.push(m.rx_fps);
+        }
+    })?;
     out.cp_output_median_fps = median(&out.cp_output_fps);
     out.cp_off_median_fps = median(&out.cp_off_fps);
     out.ratio = out.cp_output_median_fps / out.cp_off_median_fps;
@@ -695,56 +711,26 @@ fn sampling(cfg: &Config) -> Result<Sampling, BenchError> {
 /// [`STAGE_RATE`] (far above what a veth carries, so the stage never holds a frame back and
 /// the difference is its own cost per frame), `--ingress-stage true` and `false` interleaved.
 fn stage_cost(cfg: &Config) -> Result<StageCost, BenchError> {
-    let lab = Lab::new("qstg")?;
-    let work = WorkDir::new(&lab)?;
-    let (h1, sw, h2) = line(&lab, ["h1", "sw", "h2"])?;
-    let ep = |ns: &Namespace| -> Result<Endpoint, BenchError> {
-        Ok(Endpoint {
-            ns: ns.clone(),
-            ifname: "eth0".to_owned(),
-            mac: ns.mac("eth0")?,
-        })
-    };
-    let (tx, rx) = (ep(&h1)?, ep(&h2)?);
-    let spec = blast::Spec {
-        size: SAMPLING_FRAME,
-        warmup: cfg.warmup,
-        window: cfg.duration,
-    };
     let mut out = StageCost::default();
-    for _ in 0..cfg.rounds.max(1) {
-        for on in ["true", "false"] {
-            let ctl = work.path(&format!("sw-{on}.sock"));
-            let log = work.path(&format!("sw-{on}.log"));
-            let mut child = sw.spawn_logged(
-                &[
-                    cfg.cp_switch.as_os_str(),
-                    "--port".as_ref(),
-                    "p1".as_ref(),
-                    "--port".as_ref(),
-                    "p2".as_ref(),
-                    "--default-rate".as_ref(),
-                    STAGE_RATE.as_ref(),
-                    "--cp".as_ref(),
-                    "off".as_ref(),
-                    "--ingress-stage".as_ref(),
-                    on.as_ref(),
-                    "--ctl".as_ref(),
-                    ctl.as_os_str(),
-                ],
-                &log,
-            )?;
-            wait_for_socket(&mut child, &ctl, &log)?;
-            let m: Measurement = blast::measure(&tx, &rx, &spec)?;
-            if on == "true" {
-                out.stage_on_fps.push(m.rx_fps);
-            } else {
-                out.stage_off_fps.push(m.rx_fps);
-            }
-            let _ = child.stop(std::time::Duration::from_secs(3));
-            let _ = std::fs::remove_file(&ctl);
+    let with = |on: &'static str| -> [&'static str; 6] {
+        [
+            "--default-rate",
+            STAGE_RATE,
+            "--cp",
+            "off",
+            "--ingress-stage",
+            on,
+        ]
+    };
+    let (on, off) = (with("true"), with("false"));
+    let variants: [(&str, &[&str]); 2] = [("true", &on), ("false", &off)];
+    blast_variants(cfg, "qstg", &variants, &mut |label, m, _| {
+        if label == "true" {
+            out.stage_on_fps.push(m.rx_fps);
+        } else {
+            out.stage_off_fps.push(m.rx_fps);
         }
-    }
+    })?;
     out.stage_on_median_fps = median(&out.stage_on_fps);
     out.stage_off_median_fps = median(&out.stage_off_fps);
     out.ratio = out.stage_on_median_fps / out.stage_off_median_fps;
