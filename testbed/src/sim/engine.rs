@@ -1,9 +1,9 @@
-//! The event loop: virtual clock, event heap, links and the driving of nodes.
+//! The event loop: virtual clock, event queue, links and the driving of nodes.
 //!
-//! See the [module documentation](super) for the model. Costs per frame hop: one heap pop and
-//! push for the delivery, one sift between them (`queue`; only the head of each link direction
-//! is in the heap, the rest wait in the direction's FIFO, whose arrival times are
-//! non-decreasing), no copy (the frame's buffer moves from the sending core onto the link and
+//! See the [module documentation](super) for the model. Costs per frame hop: one pop and one
+//! sorted insert for the delivery (`queue`; only the head of each link direction is in the
+//! queue, the rest wait in the direction's FIFO, whose arrival times are non-decreasing), no
+//! copy (the frame's buffer moves from the sending core onto the link and
 //! into the receiving core, each handing a recycled buffer back: `Bridge::poll_transmit_buf`,
 //! `Bridge::handle_frame_buf`, `Agent::poll_uplink_buf`, `Agent::handle_uplink_buf`), the
 //! core's own `handle_*`, `poll_*` and `poll_timeout`.

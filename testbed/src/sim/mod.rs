@@ -12,7 +12,8 @@
 //! * **Clock and events.** Virtual time is a [`cnm_proto::Instant`] starting at 0. Events are
 //!   ordered by `(time, insertion sequence)`: ties break in the order the events were
 //!   scheduled, so a run is a pure function of its topology and seed. Future events sit in a
-//!   small four-ary heap of packed `(time, sequence)` keys; events scheduled for the instant being processed (a host polled for the
+//!   small array of packed `(time, sequence)` keys kept sorted (the earliest last); events
+//!   scheduled for the instant being processed (a host polled for the
 //!   frame that just reached it) go to a FIFO beside it, which gives the same order at less
 //!   cost (`queue`, with the argument). A node's wake-up due now when nothing else is due now
 //!   would be the very next event: it skips the queue altogether (the engine's ready slot,

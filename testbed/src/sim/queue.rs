@@ -1,33 +1,32 @@
-//! The engine's event queue: a binary heap for the future plus a FIFO for the present.
+//! The engine's event queue: a sorted array for the future plus a FIFO for the present.
 //!
 //! # Why two parts
 //! Events are ordered by `(time, insertion sequence)`; ties break in the order the events were
 //! scheduled, which makes a run a pure function of its topology and seed. A large share of the
 //! events are scheduled for the very instant being processed (a host polled to take the frame
 //! that just reached it, a switch whose idle port can send at once). Such an event always sorts
-//! after every event already queued for that instant, and pushing it through a heap only to pop
-//! it again costs two logarithmic sifts. So events for the current instant go to a FIFO.
+//! after every event already queued for that instant; sorting it in among the future ones only
+//! to take it out again is wasted work. So events for the current instant go to a FIFO.
 //!
 //! # Why the order is the single heap's
-//! Let `now` be the current instant. Every event in the heap at time `now` was scheduled while
+//! Let `now` be the current instant. Every future event at time `now` was scheduled while
 //! the clock was earlier than `now`; every event in the FIFO was scheduled while the clock was
-//! at `now`. Sequence numbers grow with scheduling, so every heap event at `now` sorts before
+//! at `now`. Sequence numbers grow with scheduling, so every future event at `now` sorts before
 //! every FIFO event, and the FIFO, filled in scheduling order, is already sorted. Popping the
-//! heap's events at `now` first, then the FIFO's, then moving the clock to the heap's next
+//! future part's events at `now` first, then the FIFO's, then moving the clock to its next
 //! instant (the FIFO is empty by then) is exactly the order of one heap over `(time, sequence)`.
 //!
-//! # Why a four-ary heap of packed keys
-//! The heap is small (one pending delivery per link direction with frames in flight, about one
-//! wake-up per node, the periodic samples: under twenty entries on the dumbbell) and hot (about
-//! three pops and pushes per frame hop). What it costs is the branches of its sifts, whose
-//! outcomes are close to coin flips, not memory. So the heap is four-ary (half the levels of a
-//! binary one: 21 entries fit in three), compares one `u128` per step (`time << 64 | sequence`,
-//! the very `(time, sequence)` order), and keeps its keys apart from the event kinds so that a
-//! sift reads a few contiguous 16-octet keys. Nearly every pop is followed by a push before
-//! the next pop (the link direction's next frame, the node's next wake-up), so a pop leaves the
-//! root in place, marked taken, and that push overwrites it and sifts down once: one sift per
-//! event instead of two. A taken root nobody overwrote is replaced by the last entry before the
-//! heap is next looked at. Sifts move a hole, one entry per level, no swaps.
+//! # Why a sorted array of packed keys
+//! The future part is small (one pending delivery per link direction with frames in flight,
+//! about one wake-up per node, the periodic samples: under twenty entries on the dumbbell) and
+//! hot (about four pushes and pops per frame hop). Its keys are one `u128` each (`time << 64 |
+//! sequence`, the very `(time, sequence)` order), kept in descending order with their kinds
+//! beside them, so the earliest event is the last entry: a pop is a truncation, a look at the
+//! next event one read. A push finds its place by binary search (four probes for sixteen
+//! entries) and moves the entries after it, earlier events, up by one: a short contiguous
+//! copy. A four-ary heap over the same keys had cost a sift per push whose comparisons are
+//! close to coin flips (about 210 instructions per push on the dumbbell, a tenth of the
+//! simulator's instructions); the array costs about half of that.
 
 use cnm_proto::Instant;
 use std::collections::VecDeque;
@@ -44,10 +43,7 @@ pub(crate) struct Entry<K> {
     pub kind: K,
 }
 
-/// Children per heap node.
-const ARITY: usize = 4;
-
-/// The heap key of an event: `(t, seq)` ordered as one number.
+/// The key of an event: `(t, seq)` ordered as one number.
 #[inline]
 fn key(t: Instant, seq: u64) -> u128 {
     (u128::from(t.as_nanos()) << 64) | u128::from(seq)
@@ -63,13 +59,9 @@ fn key_time(k: u128) -> Instant {
 /// Events in `(time, sequence)` order.
 #[derive(Debug)]
 pub(crate) struct EventQueue<K> {
-    /// Keys of the events after the instant they were scheduled at: a four-ary min-heap.
-    keys: Vec<u128>,
-    /// `kinds[i]` is the kind of the event of `keys[i]`.
-    kinds: Vec<K>,
-    /// The heap's root was popped but is still in place, to be overwritten by the next push
-    /// (or removed before the next look at the heap).
-    root_taken: bool,
+    /// Events after the instant they were scheduled at: keys with their kinds, in descending
+    /// key order (the earliest last).
+    future: Vec<(u128, K)>,
     /// Events scheduled at the current instant for the current instant, in sequence order.
     now_q: VecDeque<Entry<K>>,
     /// The instant `now_q` belongs to.
@@ -82,9 +74,7 @@ impl<K: Copy> EventQueue<K> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
         EventQueue {
-            keys: Vec::new(),
-            kinds: Vec::new(),
-            root_taken: false,
+            future: Vec::new(),
             now_q: VecDeque::new(),
             now: Instant::ZERO,
             seq: 0,
@@ -103,46 +93,34 @@ impl<K: Copy> EventQueue<K> {
                 seq,
                 kind,
             });
-        } else if self.root_taken {
-            // The popped root's slot takes the new event: one sift instead of two.
-            self.root_taken = false;
-            self.sift_down_from_root(key(t, seq), kind);
         } else {
-            self.heap_push(key(t, seq), kind);
+            let k = key(t, seq);
+            // Keys are unique: every entry before the place is later, every one after earlier.
+            let at = self.future.partition_point(|&(x, _)| x > k);
+            self.future.insert(at, (k, kind));
         }
         seq
     }
 
-    /// Whether any event is due at or before `t`. Reads the heap without settling a taken
-    /// root (its replacement is the least of the root's children, by the heap property), so
-    /// that a push after this look still overwrites it.
+    /// Whether any event is due at or before `t`.
     #[inline]
     pub fn has_due_by(&self, t: Instant) -> bool {
-        if !self.now_q.is_empty() {
-            return true;
-        }
-        let least = if self.root_taken {
-            self.keys.iter().skip(1).take(ARITY).min()
-        } else {
-            self.keys.first()
-        };
-        least.is_some_and(|&k| key_time(k) <= t)
+        !self.now_q.is_empty() || self.future.last().is_some_and(|&(k, _)| key_time(k) <= t)
     }
 
-    /// Whether the next event comes from the heap (else from the FIFO), and the heap's
-    /// earliest key.
+    /// The earliest future event, if the next event comes from the future part (else from the
+    /// FIFO).
     #[inline]
-    fn next_from_heap(&mut self) -> Option<u128> {
-        self.settle();
-        let k = *self.keys.first()?;
-        (key_time(k) == self.now || self.now_q.is_empty()).then_some(k)
+    fn next_from_future(&self) -> Option<(u128, K)> {
+        let &(k, kind) = self.future.last()?;
+        (key_time(k) == self.now || self.now_q.is_empty()).then_some((k, kind))
     }
 
     /// The instant of the next event, if any.
     #[inline]
     pub fn peek_time(&mut self) -> Option<Instant> {
-        match self.next_from_heap() {
-            Some(k) => Some(key_time(k)),
+        match self.next_from_future() {
+            Some((k, _)) => Some(key_time(k)),
             None => self.now_q.front().map(|e| e.t),
         }
     }
@@ -150,106 +128,24 @@ impl<K: Copy> EventQueue<K> {
     /// Takes the next event if it is due at or before `end`, and moves the queue's clock to it.
     #[inline]
     pub fn pop_until(&mut self, end: Instant) -> Option<Entry<K>> {
-        if let Some(k) = self.next_from_heap() {
+        if let Some((k, kind)) = self.next_from_future() {
             let t = key_time(k);
             if t > end {
                 return None;
             }
-            // Left in place: the next push overwrites it.
-            self.root_taken = true;
+            self.future.pop();
             self.now = t;
             // The low half of the key is the sequence number.
             return Some(Entry {
                 t,
                 seq: k as u64,
-                kind: self.kinds[0],
+                kind,
             });
         }
         if self.now_q.front()?.t > end {
             return None;
         }
         self.now_q.pop_front()
-    }
-
-    /// Removes a popped root still in place: the last entry fills its slot.
-    #[inline]
-    fn settle(&mut self) {
-        if !self.root_taken {
-            return;
-        }
-        self.root_taken = false;
-        if let (Some(last), Some(last_kind)) = (self.keys.pop(), self.kinds.pop()) {
-            if !self.keys.is_empty() {
-                self.sift_down_from_root(last, last_kind);
-            }
-        }
-    }
-
-    /// Adds `k` to the heap: up from the new leaf through a hole.
-    #[inline]
-    fn heap_push(&mut self, k: u128, kind: K) {
-        let mut i = self.keys.len();
-        self.keys.push(k);
-        self.kinds.push(kind);
-        while i > 0 {
-            let p = (i - 1) / ARITY;
-            if self.keys[p] <= k {
-                break;
-            }
-            self.keys[i] = self.keys[p];
-            self.kinds[i] = self.kinds[p];
-            i = p;
-        }
-        self.keys[i] = k;
-        self.kinds[i] = kind;
-    }
-
-    /// Puts `(k, kind)` in the root's slot (the heap is not empty; the root's old entry is
-    /// dropped) and moves it down through a hole to its place.
-    #[inline]
-    fn sift_down_from_root(&mut self, k: u128, kind: K) {
-        let keys = &mut self.keys[..];
-        let kinds = &mut self.kinds[..];
-        let len = keys.len();
-        let mut i = 0;
-        loop {
-            let c = ARITY * i + 1;
-            if c >= len {
-                break;
-            }
-            // The smallest child; all four compared without early exits when all are there.
-            let (mut m, mut mk) = (c, keys[c]);
-            if c + ARITY <= len {
-                let kids = &keys[c..c + ARITY];
-                let (a, ka) = if kids[1] < kids[0] {
-                    (1, kids[1])
-                } else {
-                    (0, kids[0])
-                };
-                let (b, kb) = if kids[3] < kids[2] {
-                    (3, kids[3])
-                } else {
-                    (2, kids[2])
-                };
-                (m, mk) = if kb < ka { (c + b, kb) } else { (c + a, ka) };
-            } else {
-                for (j, &kj) in keys.iter().enumerate().take(len).skip(c + 1) {
-                    if kj < mk {
-                        (m, mk) = (j, kj);
-                    }
-                }
-            }
-            if k <= mk {
-                break;
-            }
-            keys[i] = mk;
-            kinds[i] = kinds[m];
-            i = m;
-        }
-        if let (Some(ks), Some(kd)) = (keys.get_mut(i), kinds.get_mut(i)) {
-            *ks = k;
-            *kd = kind;
-        }
     }
 }
 
@@ -279,7 +175,7 @@ mod tests {
         // At 5: a new event for 10 sorts after 'a' and 'c', which were scheduled earlier.
         q.push(at(10), 'f');
         assert_eq!(q.pop_until(at(100)).unwrap().kind, 'a');
-        // At 10: an event for now sorts after 'c' and 'f' (heap, earlier sequence numbers).
+        // At 10: an event for now sorts after 'c' and 'f' (scheduled earlier: smaller sequence numbers).
         q.push(at(10), 'g');
         q.push(at(3), 'h'); // in the past: taken as now, after 'g'
         let rest: Vec<char> = std::iter::from_fn(|| q.pop_until(at(100)).map(|e| e.kind)).collect();
@@ -300,9 +196,8 @@ mod tests {
     }
 
     /// Against the reference, one binary heap over `(time, sequence)`: random schedules with
-    /// many ties, events for the present and for the past, heaps of every size from empty to
-    /// a few hundred (partial last families of children included), pops followed by a push,
-    /// by a peek or by another pop.
+    /// many ties, events for the present and for the past, queues of every size from empty to
+    /// a few hundred, pops followed by a push, by a peek or by another pop.
     #[test]
     fn random_schedules_pop_in_the_order_of_one_heap() {
         use std::cmp::Reverse;
@@ -325,7 +220,6 @@ mod tests {
                     reference.push(Reverse((t.max(now), seq, kind)));
                 } else {
                     let Reverse((t, seq, kind)) = reference.pop().unwrap();
-                    // A peek settles a taken root; without one the next push overwrites it.
                     if rng.below(2) == 0 {
                         assert_eq!(q.peek_time(), Some(at(t)));
                     }
@@ -338,7 +232,7 @@ mod tests {
         }
     }
 
-    /// `has_due_by` looks past a taken root without settling it, and sees the FIFO.
+    /// `has_due_by` sees the future part and the FIFO.
     #[test]
     fn whether_anything_is_due_by_an_instant() {
         let mut q = EventQueue::new();
@@ -349,7 +243,7 @@ mod tests {
         assert!(!q.has_due_by(at(9)));
         assert!(q.has_due_by(at(10)));
         assert_eq!(q.pop_until(at(100)).unwrap().kind, 'a');
-        // The root is taken; 'c' (10) and 'b' (20) remain.
+        // 'c' (10) and 'b' (20) remain.
         assert!(q.has_due_by(at(10)));
         assert_eq!(q.pop_until(at(100)).unwrap().kind, 'c');
         assert!(!q.has_due_by(at(10)));
@@ -358,7 +252,7 @@ mod tests {
         q.push(at(10), 'd');
         assert!(q.has_due_by(at(10)));
         assert_eq!(q.pop_until(at(100)).unwrap().kind, 'd');
-        // 'd' went to the FIFO, not over the taken root: 'b' is all that is left.
+        // 'd' went to the FIFO: 'b' is all that is left.
         assert!(!q.has_due_by(at(19)));
         assert_eq!(q.pop_until(at(100)).unwrap().kind, 'b');
         assert!(!q.has_due_by(Instant::MAX));
