@@ -23,6 +23,7 @@
 //! this project have none of these; the fallback keeps the output right if one ever does.
 
 use serde::ser::{self, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
@@ -297,8 +298,9 @@ impl ser::SerializeTupleVariant for Seq<'_> {
 struct Object<'a> {
     out: &'a mut Vec<u8>,
     start: usize,
-    /// Each key with where its value's text lies in `out`, counted from `start`.
-    entries: Vec<(String, Range<usize>)>,
+    /// Each key with where its value's text lies in `out`, counted from `start`. A struct's
+    /// field names are borrowed, not copied.
+    entries: Vec<(Cow<'static, str>, Range<usize>)>,
     /// The key given by `serialize_key`, waiting for its value.
     key: Option<String>,
     /// What follows the object (the close of a struct variant's wrapper).
@@ -311,13 +313,17 @@ impl<'a> Object<'a> {
         Object {
             out,
             start,
-            entries: Vec::new(),
+            entries: Vec::with_capacity(16),
             key: None,
             close,
         }
     }
 
-    fn entry<T: Serialize + ?Sized>(&mut self, key: String, value: &T) -> Result<(), Unsupported> {
+    fn entry<T: Serialize + ?Sized>(
+        &mut self,
+        key: Cow<'static, str>,
+        value: &T,
+    ) -> Result<(), Unsupported> {
         // Where the value's text lies, from the object's start.
         let from = self.out.len() - self.start;
         value.serialize(Writer {
@@ -327,9 +333,10 @@ impl<'a> Object<'a> {
         Ok(())
     }
 
-    /// Writes the object in key order in place of its unordered values.
+    /// Writes the object in key order in place of its unordered values: written after them,
+    /// then moved over them (no buffer of its own).
     fn finish(mut self) -> Result<(), Unsupported> {
-        let values = self.out.split_off(self.start);
+        let sorted = self.out.len();
         // Stable: of equal keys the last given comes last, and is the one kept.
         self.entries.sort_by(|a, b| a.0.cmp(&b.0));
         self.out.push(b'{');
@@ -342,14 +349,33 @@ impl<'a> Object<'a> {
                 self.out.push(b',');
             }
             first = false;
-            scalar(self.out, key.as_str())?;
+            write_key(self.out, key)?;
             self.out.push(b':');
-            let text = values.get(range.clone()).ok_or(Unsupported)?;
-            self.out.extend_from_slice(text);
+            let (from, to) = (self.start + range.start, self.start + range.end);
+            if to > sorted || from > to {
+                return Err(Unsupported);
+            }
+            self.out.extend_from_within(from..to);
         }
         self.out.push(b'}');
         self.out.extend_from_slice(self.close);
+        self.out.copy_within(sorted.., self.start);
+        let len = self.out.len() - (sorted - self.start);
+        self.out.truncate(len);
         Ok(())
+    }
+}
+
+/// A key as `serde_json` writes a string: quoted, and escaped where it must be (a key of
+/// letters, digits and `_` needs no escape and is copied as it is).
+fn write_key(out: &mut Vec<u8>, key: &str) -> Result<(), Unsupported> {
+    if key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        out.push(b'"');
+        out.extend_from_slice(key.as_bytes());
+        out.push(b'"');
+        Ok(())
+    } else {
+        scalar(out, key)
     }
 }
 
@@ -362,7 +388,7 @@ impl ser::SerializeMap for Object<'_> {
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
         let key = self.key.take().ok_or(Unsupported)?;
-        self.entry(key, value)
+        self.entry(Cow::Owned(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
@@ -377,7 +403,7 @@ impl ser::SerializeStruct for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Unsupported> {
-        self.entry(key.to_string(), value)
+        self.entry(Cow::Borrowed(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
@@ -392,7 +418,7 @@ impl ser::SerializeStructVariant for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Unsupported> {
-        self.entry(key.to_string(), value)
+        self.entry(Cow::Borrowed(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
