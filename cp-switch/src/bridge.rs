@@ -55,10 +55,13 @@
 //! buffer (none for a frame handed over in the caller's buffer and taken out the same way,
 //! [`Bridge::poll_transmit_buf`]), and O(1) queue operations. [`Bridge::poll_transmit`] and
 //! [`Bridge::poll_timeout`] visit only the *busy* ports: a port is marked busy whenever
-//! something may give it work (a frame received on it, a frame entering one of its output
-//! queues or its control queue, a change of its input buffers' PAUSE state, any run-time
-//! change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE to refresh
-//! or watch and no neighbour entry to expire, so an idle port costs one flag test. No heap allocation once the buffers and queues have grown to the
+//! something may give it work (a MAC-control or LLDP frame received on it, a frame entering
+//! one of its output queues or its control queue, a change of its input buffers' PAUSE state,
+//! any run-time change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE
+//! to refresh or watch and no neighbour entry to expire, so an idle port costs one flag test.
+//! A data frame received on a port gives that port's transmitter nothing to do unless
+//! lossless mode is on (its input buffer may then cross Qhigh/Qlow): without it, the ingress
+//! port stays as it was and only the output the frame goes to is marked. No heap allocation once the buffers and queues have grown to the
 //! largest backlog seen.
 
 use crate::config::{
@@ -535,7 +538,6 @@ impl Bridge {
         let Some(port) = self.ports.get_mut(i) else {
             return;
         };
-        self.busy[i] = true;
         let len = frame.bytes().len();
         port.counters.rx_frames += 1;
         port.counters.rx_bytes += len as u64;
@@ -555,10 +557,14 @@ impl Bridge {
             }
         };
         if let Some(mc) = c.mac_control {
+            // PAUSE/PFC received: the port's transmitter stops, and its timers run.
+            self.busy[i] = true;
             self.mac_control(now, i, &mc);
             return;
         }
         if is_reserved_group(c.dst) {
+            // LLDP: a neighbour entry to expire, maybe an LLDPDU to send.
+            self.busy[i] = true;
             self.reserved_group(now, i, frame.bytes(), &c);
             return;
         }
@@ -1154,9 +1160,11 @@ impl Bridge {
     /// CP samples here.
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
-        self.busy[i] = true;
-        if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
-            self.send_pause(now, i, p, on);
+        if self.ports[i].pause_gen.enabled() {
+            self.busy[i] = true;
+            if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
+                self.send_pause(now, i, p, on);
+            }
         }
         self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
     }
@@ -1463,9 +1471,13 @@ impl Bridge {
         }
     }
 
-    /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow.
+    /// The input buffer (`j`, `p`) shrank to `bytes`: lossless mode checks Qlow. Without
+    /// lossless mode port `j` gets no work from it (see "Cost" above).
     #[inline]
     fn after_input_dequeue(&mut self, now: Instant, j: usize, p: usize, bytes: u64) {
+        if !self.ports[j].pause_gen.enabled() {
+            return;
+        }
         self.busy[j] = true;
         if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
             self.send_pause(now, j, p, on);
@@ -2025,6 +2037,34 @@ mod tests {
         b.set_port_up(T0 + us(40), PortId(2), false);
         let _ = poll(&mut b, T0 + us(40));
         assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_data_frame_marks_its_ingress_port_busy_only_in_lossless_mode() {
+        for mode in [LosslessMode::None, LosslessMode::Pause] {
+            let mut cfg = BridgeConfig::with_ports(vec![
+                PortConfig::new("p0"),
+                PortConfig::new("p1"),
+                PortConfig::new("p2").with_rate(Rate::from_mbps(8)),
+            ]);
+            cfg.lossless.watchdog = Duration::ZERO;
+            cfg.lossless.mode = mode;
+            let b = Bridge::new(cfg, Rng::new(1));
+            assert!(b.is_ok(), "{b:?}");
+            let mut b = b.unwrap_or_else(|_| unreachable!());
+            b.handle_frame(T0, PortId(2), &frame([0xff; 6], mac(2), 100));
+            let _ = poll(&mut b, T0);
+            assert_eq!(b.busy, [false; 3], "{mode:?}: all idle");
+            // One frame p0 -> p2: p2 has it queued; p0's input buffer only matters to PAUSE.
+            b.handle_frame(T0, PortId(0), &frame(mac(2), mac(0), 100));
+            let lossless = mode != LosslessMode::None;
+            assert_eq!(b.busy, [lossless, false, true], "{mode:?}");
+            assert_eq!(poll(&mut b, T0), vec![(PortId(2), 100)]);
+            assert_eq!(b.busy, [false; 3], "{mode:?}: sent, idle again");
+            // A PAUSE received on p1 stops its transmitter: watched from then on.
+            b.handle_frame(T0, PortId(1), &pause(mac(1), 10));
+            assert_eq!(b.busy, [false, true, false], "{mode:?}");
+        }
     }
 
     /// `frame(dst, src, len)` with a VLAN tag (PCP 3, VID 1) and a CN-TAG (RPID 0x0101)
