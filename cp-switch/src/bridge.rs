@@ -1092,6 +1092,7 @@ impl Bridge {
     }
 
     /// Occupancy of the input buffer of (`port`, `priority`) in octets.
+    #[inline]
     pub fn input_queue_bytes(&self, port: PortId, priority: u8) -> u64 {
         self.inbufs
             .get(port.index() * P + usize::from(priority & 7))
@@ -1099,6 +1100,7 @@ impl Bridge {
     }
 
     /// Occupancy of the output queue of (`port`, `priority`) in octets.
+    #[inline]
     pub fn output_queue_bytes(&self, port: PortId, priority: u8) -> u64 {
         self.outqs
             .get(port.index() * P + usize::from(priority & 7))
@@ -1166,14 +1168,19 @@ impl Bridge {
                 self.send_pause(now, i, p, on);
             }
         }
-        self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
+        // Tested here, inline: the common case (no input CP) costs no call.
+        if self.cp_placement == Placement::Input {
+            self.cp_enqueued(now, QueueRef::Input(i * P + p, o), qlen);
+        }
     }
 
     /// Output congestion point hook: a frame entered the output queue of (`o`, `p`), which now
     /// holds `qlen` octets. The standard (output) CP samples here.
     #[inline]
     fn output_enqueued(&mut self, now: Instant, o: usize, p: usize, qlen: u64) {
-        self.cp_enqueued(now, QueueRef::Output(o * P + p), qlen);
+        if self.cp_placement == Placement::Output {
+            self.cp_enqueued(now, QueueRef::Output(o * P + p), qlen);
+        }
     }
 
     /// The frame at the back of `at` (the one just enqueued there), if any. An associated
@@ -1908,7 +1915,11 @@ impl Bridge {
             if emptied {
                 pt.backlog &= !(1 << p);
             }
-            self.fabric(start, o, p);
+            // Room appeared in the output queue: the fabric moves what waits for it, if
+            // anything does (with `on_output_full = "drop"` nothing ever waits).
+            if !self.rings[r].is_empty() {
+                self.fabric(start, o, p);
+            }
         }
     }
 
