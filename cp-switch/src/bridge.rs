@@ -58,11 +58,12 @@
 //! something may give it work (a MAC-control or LLDP frame received on it, a frame entering
 //! one of its output queues or its control queue, a change of its input buffers' PAUSE state,
 //! any run-time change), and unmarked by `poll_transmit` once it has nothing queued, no PAUSE
-//! to refresh or watch and no neighbour entry to expire, so an idle port costs one flag test.
+//! to refresh or watch and no neighbour entry to expire; the busy ports are a bitmap
+//! ([`crate::portset`]), so idle ports cost one word test per 64.
 //! A data frame received on a port gives that port's transmitter nothing to do unless
 //! lossless mode is on (its input buffer may then cross Qhigh/Qlow): without it, the ingress
-//! port stays as it was and only the output the frame goes to is marked. No heap allocation once the buffers and queues have grown to the
-//! largest backlog seen.
+//! port stays as it was and only the output the frame goes to is marked. No heap allocation
+//! once the buffers and queues have grown to the largest backlog seen.
 
 use crate::config::{
     alternate_priority, BridgeConfig, CndDefense, ConfigError, LosslessMode, OutputFullPolicy,
@@ -78,6 +79,7 @@ use crate::forward::{classify, decide, is_reserved_group, Classified, Decision};
 use crate::outq::OutputQueue;
 use crate::pause::{PauseAction, PauseGen, PauseRx};
 use crate::pool::{Frame, FramePool};
+use crate::portset::PortSet;
 use crate::sched::{InputRing, PrioritySelector};
 use crate::shaper::Shaper;
 use crate::stats::{
@@ -153,9 +155,10 @@ pub struct Bridge {
     /// `buffers.on_output_full == Drop`: the fabric drops instead of holding frames.
     drop_at_output: bool,
     ports: Vec<Port>,
-    /// Per port: it may have work for `poll_transmit` or a deadline for `poll_timeout`
-    /// (see "Cost" above; false only for a port [`Port::idle`] when last served).
-    busy: Vec<bool>,
+    /// The ports that may have work for `poll_transmit` or a deadline for `poll_timeout`
+    /// (see "Cost" above; a port leaves the set only when found [`Port::idle`] after being
+    /// served).
+    busy: PortSet,
     /// Input buffers, index `input * 8 + priority`.
     inbufs: Vec<InputBuffer>,
     /// Rings of inputs with frames for (output, priority), index `output * 8 + priority`.
@@ -388,7 +391,7 @@ impl Bridge {
             watchdog: cfg.lossless.watchdog,
             control_frames: cfg.buffers.control_frames,
             drop_at_output: cfg.buffers.on_output_full == OutputFullPolicy::Drop,
-            busy: vec![true; n],
+            busy: PortSet::new(n, true),
             ports,
             inbufs: (0..n * P)
                 .map(|_| {
@@ -558,13 +561,13 @@ impl Bridge {
         };
         if let Some(mc) = c.mac_control {
             // PAUSE/PFC received: the port's transmitter stops, and its timers run.
-            self.busy[i] = true;
+            self.busy.insert(i);
             self.mac_control(now, i, &mc);
             return;
         }
         if is_reserved_group(c.dst) {
             // LLDP: a neighbour entry to expire, maybe an LLDPDU to send.
-            self.busy[i] = true;
+            self.busy.insert(i);
             self.reserved_group(now, i, frame.bytes(), &c);
             return;
         }
@@ -744,11 +747,13 @@ impl Bridge {
         }
         // Serving a port may give another work (a PAUSE or CNM for an input): the flags are
         // read as the loop reaches each port, as the ports themselves were before.
-        for o in 0..self.ports.len() {
-            if self.busy[o] {
-                self.transmit_port(now, o, tx);
-                self.busy[o] = !self.ports[o].idle();
+        let mut from = 0;
+        while let Some(o) = self.busy.next_from(from) {
+            self.transmit_port(now, o, tx);
+            if self.ports[o].idle() {
+                self.busy.remove(o);
             }
+            from = o + 1;
         }
     }
 
@@ -770,10 +775,8 @@ impl Bridge {
         if let Some(t) = self.lldp_due {
             consider(t);
         }
-        for (o, port) in self.ports.iter().enumerate() {
-            if !self.busy[o] {
-                continue;
-            }
+        for o in self.busy.iter() {
+            let port = &self.ports[o];
             if let Some(t) = port.pause_gen.refresh_at() {
                 consider(t);
             }
@@ -817,7 +820,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
-        self.busy[port.index()] = true;
+        self.busy.insert(port.index());
         if rate == Some(Rate::ZERO) {
             return;
         }
@@ -838,7 +841,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
-        self.busy[port.index()] = true;
+        self.busy.insert(port.index());
         pt.delay.set_delay(delay);
         self.event(Event::DelayChange {
             at: now,
@@ -859,7 +862,7 @@ impl Bridge {
             return;
         }
         // Inputs draining their frames for `o` may send XON: every port is looked at.
-        self.busy.fill(true);
+        self.busy.fill();
         pt.up = up;
         // Whatever the neighbour said is void once the link goes down (802.1AB clause
         // 9.2.7.7: the remote systems' data of a port whose link is lost are deleted).
@@ -931,7 +934,7 @@ impl Bridge {
         let Some(pt) = self.ports.get_mut(port.index()) else {
             return;
         };
-        self.busy[port.index()] = true;
+        self.busy.insert(port.index());
         pt.counters.tx_frames = pt.counters.tx_frames.saturating_sub(1);
         pt.counters.tx_bytes = pt.counters.tx_bytes.saturating_sub(len as u64);
         self.drop_frame(now, port, None, DropReason::TxRefused);
@@ -1163,7 +1166,7 @@ impl Bridge {
     #[inline]
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
         if self.ports[i].pause_gen.enabled() {
-            self.busy[i] = true;
+            self.busy.insert(i);
             if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
                 self.send_pause(now, i, p, on);
             }
@@ -1485,7 +1488,7 @@ impl Bridge {
         if !self.ports[j].pause_gen.enabled() {
             return;
         }
-        self.busy[j] = true;
+        self.busy.insert(j);
         if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
             self.send_pause(now, j, p, on);
         }
@@ -1534,7 +1537,7 @@ impl Bridge {
             q.push(f);
             let qlen = q.bytes();
             self.ports[o].backlog |= 1 << p;
-            self.busy[o] = true;
+            self.busy.insert(o);
             self.output_enqueued(at, o, p, qlen);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
@@ -1561,7 +1564,7 @@ impl Bridge {
             return false;
         }
         self.ports[port].ctl.push_back(f);
-        self.busy[port] = true;
+        self.busy.insert(port);
         true
     }
 
@@ -2065,16 +2068,17 @@ mod tests {
             let mut b = b.unwrap_or_else(|_| unreachable!());
             b.handle_frame(T0, PortId(2), &frame([0xff; 6], mac(2), 100));
             let _ = poll(&mut b, T0);
-            assert_eq!(b.busy, [false; 3], "{mode:?}: all idle");
+            let busy = |b: &Bridge| [0, 1, 2].map(|i| b.busy.contains(i));
+            assert_eq!(busy(&b), [false; 3], "{mode:?}: all idle");
             // One frame p0 -> p2: p2 has it queued; p0's input buffer only matters to PAUSE.
             b.handle_frame(T0, PortId(0), &frame(mac(2), mac(0), 100));
             let lossless = mode != LosslessMode::None;
-            assert_eq!(b.busy, [lossless, false, true], "{mode:?}");
+            assert_eq!(busy(&b), [lossless, false, true], "{mode:?}");
             assert_eq!(poll(&mut b, T0), vec![(PortId(2), 100)]);
-            assert_eq!(b.busy, [false; 3], "{mode:?}: sent, idle again");
+            assert_eq!(busy(&b), [false; 3], "{mode:?}: sent, idle again");
             // A PAUSE received on p1 stops its transmitter: watched from then on.
             b.handle_frame(T0, PortId(1), &pause(mac(1), 10));
-            assert_eq!(b.busy, [false, true, false], "{mode:?}");
+            assert_eq!(busy(&b), [false, true, false], "{mode:?}");
         }
     }
 

@@ -25,6 +25,7 @@ pub mod forward;
 pub mod outq;
 pub mod pause;
 pub mod pool;
+pub mod portset;
 pub mod sched;
 pub mod shaper;
 pub mod stats;
