@@ -84,13 +84,12 @@ pub enum Learn {
     Refused,
 }
 
+/// The key of (`mac`, `vid`): the VID's 12 bits above the 48 of the address, read big-endian
+/// (the first octet highest) in one load rather than octet by octet.
+#[inline]
 fn key(mac: EthernetAddress, vid: u16) -> u64 {
-    let m = mac.0;
-    let mut k = u64::from(vid & 0x0FFF) << 48;
-    for (i, b) in m.iter().enumerate() {
-        k |= u64::from(*b) << (8 * (5 - i));
-    }
-    k
+    let [a, b, c, d, e, f] = mac.0;
+    u64::from(vid & 0x0FFF) << 48 | u64::from_be_bytes([0, 0, a, b, c, d, e, f])
 }
 
 fn unkey(k: u64) -> (EthernetAddress, u16) {
@@ -274,6 +273,15 @@ mod tests {
 
     fn mac(n: u8) -> EthernetAddress {
         EthernetAddress([0x02, 0, 0, 0, 0, n])
+    }
+
+    #[test]
+    fn key_packs_vid_above_the_address() {
+        let m = EthernetAddress([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
+        assert_eq!(key(m, 0x123), 0x0123_0211_2233_4455);
+        // Only the VID's 12 bits count.
+        assert_eq!(key(m, 0xF123), 0x0123_0211_2233_4455);
+        assert_eq!(unkey(0x0123_0211_2233_4455), (m, 0x123));
     }
 
     #[test]
