@@ -1151,6 +1151,25 @@ impl Bridge {
             .cn_tag_offset
             .and_then(|o| u16::try_from(o).ok())
             .unwrap_or(0);
+        // Cut-through: no input has a frame waiting for (`o`, `p`) (its ring is empty, and so
+        // is every VOQ for it) and nothing watches this input buffer's contents (no PAUSE
+        // thresholds, no input CP), so the frame would enter the VOQ and `fabric` would take
+        // it straight out again, into the output queue if it fits, or dropped (drop mode).
+        // It goes there directly, counted through the input buffer ([`InputBuffer::pass`]).
+        // If it neither fits nor may be dropped, it waits in its VOQ as usual.
+        let r = o * P + p;
+        if self.rings[r].is_empty()
+            && self.cp_placement != Placement::Input
+            && !self.ports[i].pause_gen.enabled()
+        {
+            let fits = self.outqs[r].fits(f.len());
+            if fits || self.drop_at_output {
+                self.inbufs[i * P + p].pass(f.len());
+                self.to_output(now, o, p, f, fits);
+                return;
+            }
+        }
+        let ib = &mut self.inbufs[i * P + p];
         let was_empty = ib.push(o, f);
         let qlen = ib.bytes();
         if was_empty {
@@ -1520,27 +1539,34 @@ impl Bridge {
                 self.cp_departure(j * P + p, &mut f);
             }
             self.rings[r].advance(still);
-            if !fits {
-                // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
-                if !f.cn_exempt {
-                    let qlen = self.outqs[r].bytes();
-                    self.cp_dropped_arrival(at, r, Placement::Output, &f.buf, f.ingress, qlen);
-                }
-                self.pool.recycle(f);
-                self.outqs[r].counters.drops += 1;
-                self.drop_frame(at, PortId(o as u16), Some(p), DropReason::OutputFull);
-                self.after_input_dequeue(at, j, p, in_bytes);
-                continue;
-            }
-            f.ts = at;
-            let q = &mut self.outqs[r];
-            q.push(f);
-            let qlen = q.bytes();
-            self.ports[o].backlog |= 1 << p;
-            self.busy.insert(o);
-            self.output_enqueued(at, o, p, qlen);
+            self.to_output(at, o, p, f, fits);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
+    }
+
+    /// A frame out of its VOQ (or cut through it, [`Bridge::enqueue`]) enters the output queue
+    /// (`o`, `p`) stamped `at` if it `fits`, or is dropped (`buffers.on_output_full = "drop"`).
+    #[inline]
+    fn to_output(&mut self, at: Instant, o: usize, p: usize, mut f: Frame, fits: bool) {
+        let r = o * P + p;
+        if !fits {
+            // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
+            if !f.cn_exempt {
+                let qlen = self.outqs[r].bytes();
+                self.cp_dropped_arrival(at, r, Placement::Output, &f.buf, f.ingress, qlen);
+            }
+            self.pool.recycle(f);
+            self.outqs[r].counters.drops += 1;
+            self.drop_frame(at, PortId(o as u16), Some(p), DropReason::OutputFull);
+            return;
+        }
+        f.ts = at;
+        let q = &mut self.outqs[r];
+        q.push(f);
+        let qlen = q.bytes();
+        self.ports[o].backlog |= 1 << p;
+        self.busy.insert(o);
+        self.output_enqueued(at, o, p, qlen);
     }
 
     /// Queues a control frame of `len` octets built by `build` to leave `port` ahead of data.

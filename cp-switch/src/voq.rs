@@ -106,6 +106,20 @@ impl InputBuffer {
         (self.alpha > 0.0).then(|| (self.alpha * (self.max - self.bytes) as f64) as u64)
     }
 
+    /// Counts a frame of `len` octets (admitted: the caller checked [`InputBuffer::admits`])
+    /// that enters the buffer and leaves it at once, as [`InputBuffer::push`] then
+    /// [`InputBuffer::pop`] of that frame would: enqueued and dequeued, the peak taking the
+    /// occupancy it had in between. The bridge's cut-through for a frame nothing waits ahead
+    /// of (`crate::bridge`).
+    #[inline]
+    pub fn pass(&mut self, len: usize) {
+        let len = len as u64;
+        self.counters.enq_frames += 1;
+        self.counters.enq_bytes += len;
+        self.counters.peak_bytes = self.counters.peak_bytes.max(self.bytes + len);
+        self.counters.deq_frames += 1;
+    }
+
     /// Appends a frame to the VOQ of output `out` (caller checked [`InputBuffer::admits`]).
     /// Returns true if that VOQ was empty before.
     #[inline]
@@ -186,6 +200,29 @@ mod tests {
     use super::*;
     use crate::pool::FramePool;
     use cnm_proto::Instant;
+
+    #[test]
+    fn a_frame_passing_through_counts_as_push_then_pop() {
+        let mut p = FramePool::new();
+        let f = |p: &mut FramePool, n: usize| p.frame(&vec![0; n], Instant::ZERO, 0).unwrap();
+        let mut a = InputBuffer::new(2, 3000);
+        let mut b = InputBuffer::new(2, 3000);
+        for q in [&mut a, &mut b] {
+            q.push(0, f(&mut p, 1000));
+        }
+        // 1000 octets held; a 1500-octet frame through: peak 2500, held 1000 again.
+        b.pass(1500);
+        a.push(1, f(&mut p, 1500));
+        let _ = a.pop(1);
+        for q in [&a, &b] {
+            assert_eq!(q.bytes(), 1000);
+            assert_eq!(q.frames(), 1);
+            assert_eq!(q.voq_bytes(1), 0);
+            assert_eq!((q.counters.enq_frames, q.counters.enq_bytes), (2, 2500));
+            assert_eq!(q.counters.deq_frames, 1);
+            assert_eq!(q.counters.peak_bytes, 2500);
+        }
+    }
 
     #[test]
     fn shared_budget_separate_fifos() {
