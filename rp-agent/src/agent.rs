@@ -21,7 +21,7 @@
 //! daemon, the tests and the simulator drive this same code.
 
 use crate::classify::{classify_walked, ClassKey};
-use crate::config::{AgentConfig, ConfigError, RpPatch, MAX_FRAME};
+use crate::config::{AgentConfig, ConfigError, FlowKeyMode, RpPatch, MAX_FRAME};
 use crate::limiter::Pacer;
 use crate::pause::PauseState;
 use crate::pool::BufPool;
@@ -143,6 +143,52 @@ pub struct Agent {
     matches: Vec<usize>,
     stats: AgentStats,
     events: VecDeque<Event>,
+    /// The last host frame's header and what it classified to.
+    memo: HeaderMemo,
+}
+
+/// Octets of L2 header a [`HeaderMemo`] holds: addresses, two VLAN tags, a CN-TAG and the
+/// EtherType are 26 (see [`TagLayout`]).
+const MEMO_LEN: usize = 32;
+
+/// The L2 header of the last host frame classified, with its flow key and tag layout.
+///
+/// A host sends runs of frames with one header (a generator's flow, a TCP connection's
+/// segments; a producer refused with backpressure offers the same frame again), and comparing
+/// up to 26 octets costs less than walking and classifying them again. It is used only where
+/// the key is read off the L2 header alone ([`FlowKeyMode::DstPriority`]): [`walk`] reads
+/// nothing past the payload's EtherType, so a frame whose octets up to there are the same
+/// walks to the same result, and its key and layout are the same.
+#[derive(Debug, Default)]
+struct HeaderMemo {
+    /// The header's octets, `len` of them (0: nothing held).
+    header: [u8; MEMO_LEN],
+    len: usize,
+    key: Option<ClassKey>,
+    layout: Option<TagLayout>,
+}
+
+impl HeaderMemo {
+    /// The key and layout of `frame` if its header is the one held.
+    #[inline]
+    fn get(&self, frame: &[u8]) -> Option<(ClassKey, Option<TagLayout>)> {
+        let key = self.key?;
+        let head = frame.get(..self.len)?;
+        (head == self.header.get(..self.len)?).then_some((key, self.layout))
+    }
+
+    /// Holds the header of a frame walked to `info` and classified to `key`.
+    #[inline]
+    fn put(&mut self, frame: &[u8], info: &L2Info, key: ClassKey, layout: Option<TagLayout>) {
+        let n = info.payload_offset;
+        match (frame.get(..n), self.header.get_mut(..n)) {
+            (Some(src), Some(dst)) => {
+                dst.copy_from_slice(src);
+                (self.len, self.key, self.layout) = (n, Some(key), layout);
+            }
+            _ => self.key = None,
+        }
+    }
 }
 
 impl Agent {
@@ -169,6 +215,7 @@ impl Agent {
             matches: Vec::with_capacity(cfg.max_flows),
             stats: AgentStats::default(),
             events: VecDeque::with_capacity(cfg.event_capacity.min(1 << 16)),
+            memo: HeaderMemo::default(),
             cfg,
         })
     }
@@ -292,18 +339,28 @@ impl Agent {
             self.stats.host_too_long += 1;
             return Err(HostError::TooLong);
         }
-        // One walk: the key is read off it and the layout kept for tagging. (Bound in place
-        // rather than passed along through `Option`s: copies of these structures through the
-        // stack showed in profiles.)
-        let Ok(info) = walk(frame) else {
-            self.stats.host_malformed += 1;
-            return Err(HostError::Malformed);
+        // One walk, or none when the header is the last one's: the key is read off it and the
+        // layout kept for tagging. (Bound in place rather than passed along through `Option`s:
+        // copies of these structures through the stack showed in profiles.)
+        let (key, layout) = match self.memo.get(frame) {
+            Some(known) => known,
+            None => {
+                let Ok(info) = walk(frame) else {
+                    self.stats.host_malformed += 1;
+                    return Err(HostError::Malformed);
+                };
+                let mode = self.cfg.flow_key;
+                let Ok(key) = classify_walked(frame, &info, mode, self.cfg.priority) else {
+                    self.stats.host_malformed += 1;
+                    return Err(HostError::Malformed);
+                };
+                let layout = TagLayout::of(&info);
+                if mode == FlowKeyMode::DstPriority {
+                    self.memo.put(frame, &info, key, layout);
+                }
+                (key, layout)
+            }
         };
-        let Ok(key) = classify_walked(frame, &info, self.cfg.flow_key, self.cfg.priority) else {
-            self.stats.host_malformed += 1;
-            return Err(HostError::Malformed);
-        };
-        let layout = TagLayout::of(&info);
         let same = self
             .flows
             .get(self.last_flow)
@@ -1524,6 +1581,51 @@ mod tests {
             });
         }
         assert_eq!(order, [2, 3, 2, 3, 2, 3, 2, 3, 2, 3]);
+    }
+
+    /// The header memo: frames with the header of the one before (other payloads, other
+    /// lengths) go to its flow; a header that differs in one octet (the PCP, the destination)
+    /// or in its tags is walked again. Every frame lands where a fresh walk puts it.
+    #[test]
+    fn a_repeated_header_is_classified_like_a_walked_one() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(10)), Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1);
+        let untagged = frame(PEER, 200);
+        let mut tagged = Vec::new();
+        crate::tagger::tag_for_uplink(&untagged, 5, 0, None, &mut tagged).unwrap();
+        let mut pcp6 = Vec::new();
+        crate::tagger::tag_for_uplink(&untagged, 6, 0, None, &mut pcp6).unwrap();
+        let mut longer = frame(PEER, 900);
+        longer[100] = 0xff;
+        // A header cut short: the memo's header is longer than the frame.
+        let stub = untagged[..13].to_vec();
+        let other = frame(PEER2, 64);
+        let sequence: Vec<&[u8]> = vec![
+            &untagged, &longer, &untagged, &tagged, &tagged, &pcp6, &stub, &other, &untagged,
+        ];
+        for f in &sequence {
+            let fresh = crate::classify::classify(f, FlowKeyMode::DstPriority, a.cfg.priority);
+            let r = a.handle_host(t, f);
+            match fresh {
+                Err(_) => assert_eq!(r, Err(HostError::Malformed)),
+                Ok(key) => {
+                    assert_eq!(r, Ok(()));
+                    let idx = a.index[&key];
+                    assert_eq!(a.flows[idx].as_ref().map(|f| f.key), Some(key));
+                    // The frame joined that flow's queue: it is its newest.
+                    let newest = a.flows[idx].as_ref().and_then(|f| f.queue.back());
+                    let (start, buf, _) = newest.unwrap();
+                    assert_eq!(&buf[*start..], *f);
+                }
+            }
+        }
+        // Flows: PEER untagged (default priority), PEER at PCP 5, PEER at PCP 6, PEER2.
+        assert_eq!(a.flows().len(), 4);
+        let mut prios: Vec<(String, u8)> =
+            a.flows().into_iter().map(|f| (f.dst, f.priority)).collect();
+        prios.sort();
+        assert_eq!(prios.len(), 4);
+        assert_eq!(a.stats().host_malformed, 1);
     }
 
     /// An agent with room for two flows (idle after 1 s), holding a frame for PEER and PEER2.
