@@ -8,6 +8,13 @@
 //! reporting interval (octets, frames, loss, reordering and delay of that interval only). Memory
 //! is bounded by `max_flows`; frames of further flows are counted in `untracked`.
 //!
+//! Counters live in a table in the order flows were first seen (the position is the flow's
+//! [`FlowCounters::id`]), found through an index ordered by (source MAC, flow id). A sink of a
+//! few interleaved flows (the dumbbell's four, an incast's sixteen) meets the same keys over and
+//! over, so a small direct-mapped cache of key → position, placed by the flow id's low bits,
+//! answers most frames without searching the index (that search was 3 % of the simulator's
+//! instructions on the 4-flow dumbbell).
+//!
 //! Reports ([`FlowReport`]) give times in seconds since an origin the caller chooses (the
 //! sink's start): an interval report covers the interval the caller names, a summary covers the
 //! flow's active time, first to last frame, and its rate is [`Activity::active_bps`].
@@ -19,6 +26,9 @@ use cnm_proto::{Duration, Instant};
 use serde::Serialize;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
+
+/// Entries of [`Sink`]'s cache of recently met flows.
+const CACHE: usize = 16;
 
 /// Counters of one flow.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -109,7 +119,12 @@ pub struct FlowReport {
 /// The sink.
 #[derive(Debug)]
 pub struct Sink {
-    flows: BTreeMap<(EthernetAddress, u32), FlowCounters>,
+    /// Counters by [`FlowCounters::id`].
+    flows: Vec<FlowCounters>,
+    /// (source MAC, flow id) to the position in `flows`, ordered by the key.
+    index: BTreeMap<(EthernetAddress, u32), u32>,
+    /// Recently met keys with their positions, at `flow id % CACHE`.
+    cache: [Option<((EthernetAddress, u32), u32)>; CACHE],
     max_flows: usize,
     /// Frames that were not generated traffic.
     pub other: u64,
@@ -121,7 +136,9 @@ impl Sink {
     /// A sink tracking at most `max_flows` flows.
     pub fn new(max_flows: usize) -> Sink {
         Sink {
-            flows: BTreeMap::new(),
+            flows: Vec::new(),
+            index: BTreeMap::new(),
+            cache: [None; CACHE],
             max_flows,
             other: 0,
             untracked: 0,
@@ -138,19 +155,36 @@ impl Sink {
             self.other += 1;
             return false;
         };
-        let id = self.flows.len() as u32;
-        let full = self.flows.len() >= self.max_flows;
-        // One search of the map per frame: a new flow is added in the slot the search found.
-        let c = match self.flows.entry((src, h.flow)) {
-            Entry::Occupied(o) => o.into_mut(),
-            Entry::Vacant(_) if full => {
-                self.untracked += 1;
-                return true;
+        let key = (src, h.flow);
+        let line = h.flow as usize % CACHE;
+        let pos = match self.cache[line] {
+            Some((k, pos)) if k == key => pos,
+            _ => {
+                let id = self.flows.len() as u32;
+                let full = self.flows.len() >= self.max_flows;
+                // One search of the index: a new flow is added in the slot the search found.
+                let pos = match self.index.entry(key) {
+                    Entry::Occupied(o) => *o.get(),
+                    Entry::Vacant(_) if full => {
+                        self.untracked += 1;
+                        return true;
+                    }
+                    Entry::Vacant(v) => {
+                        self.flows.push(FlowCounters {
+                            id,
+                            ..FlowCounters::default()
+                        });
+                        *v.insert(id)
+                    }
+                };
+                self.cache[line] = Some((key, pos));
+                pos
             }
-            Entry::Vacant(v) => v.insert(FlowCounters {
-                id,
-                ..FlowCounters::default()
-            }),
+        };
+        let Some(c) = self.flows.get_mut(pos as usize) else {
+            // The index and the cache only name positions of the table.
+            self.untracked += 1;
+            return true;
         };
         let d = now.saturating_since(h.sent).as_nanos();
         if c.frames == 0 || d < c.delay_min_ns {
@@ -180,15 +214,16 @@ impl Sink {
 
     /// The counters of every flow.
     pub fn flows(&self) -> impl Iterator<Item = (&(EthernetAddress, u32), &FlowCounters)> {
-        self.flows.iter()
+        self.index
+            .iter()
+            .filter_map(|(k, &pos)| Some((k, self.flows.get(pos as usize)?)))
     }
 
     /// One report per flow (in order of [`FlowCounters::id`]) for the interval from `from` to
     /// `to` (offsets since the caller's origin), then a new interval starts.
     pub fn interval(&mut self, from: Duration, to: Duration) -> Vec<FlowReport> {
         let mut out: Vec<FlowReport> = self
-            .flows
-            .iter()
+            .flows()
             .map(|(k, c)| {
                 let mean = if c.interval_frames == 0 {
                     0
@@ -215,7 +250,7 @@ impl Sink {
             })
             .collect();
         out.sort_by_key(|r| r.id);
-        for c in self.flows.values_mut() {
+        for c in &mut self.flows {
             c.interval_bytes = 0;
             c.interval_frames = 0;
             c.interval_delay_min_ns = 0;
@@ -231,8 +266,7 @@ impl Sink {
     /// last frame, with times as offsets since `origin`.
     pub fn summary(&self, origin: Instant) -> Vec<FlowReport> {
         let mut out: Vec<FlowReport> = self
-            .flows
-            .iter()
+            .flows()
             .map(|(k, c)| {
                 let a = &c.activity;
                 let first = a.first.map_or(origin, |(t, _)| t);
@@ -332,5 +366,51 @@ mod tests {
         let n = other.next(Instant::ZERO, &mut rng, &mut b).unwrap();
         assert!(s2.on_frame(Instant::ZERO, &b[..n]));
         assert_eq!(s2.untracked, 1);
+    }
+
+    /// Frames of interleaved flows, two of them on one cache line (flow ids 2 and 18). Each
+    /// flow's counters are its own, ids follow the order of first sight, and `flows()` lists
+    /// them by key.
+    #[test]
+    fn interleaved_flows_keep_their_own_counters() {
+        let mut rng = Rng::new(1);
+        let mut frame = |src: &mut Source, at: u64| {
+            let mut b = vec![0u8; MAX_FRAME_LEN];
+            let n = src.next(Instant::from_nanos(at), &mut rng, &mut b).unwrap();
+            b.truncate(n);
+            b
+        };
+        // Flow 18 from B is seen first, flow 2 from A second, flow 5 from A third.
+        let mut b18 = Source::new(Pattern::Greedy, 18, A, B, 100, Instant::ZERO);
+        let mut a2 = Source::new(Pattern::Greedy, 2, B, A, 200, Instant::ZERO);
+        let mut a5 = Source::new(Pattern::Greedy, 5, B, A, 300, Instant::ZERO);
+        let mut sink = Sink::new(2);
+        // b18 b18 a2 b18 a2 a2 a5 (a5 is beyond the bound of two flows) b18.
+        for (src, at) in [
+            (0, 0),
+            (0, 1),
+            (1, 2),
+            (0, 3),
+            (1, 4),
+            (1, 5),
+            (2, 6),
+            (0, 7),
+        ] {
+            let f = match src {
+                0 => frame(&mut b18, at),
+                1 => frame(&mut a2, at),
+                _ => frame(&mut a5, at),
+            };
+            assert!(sink.on_frame(Instant::from_nanos(at + 10), &f));
+        }
+        assert_eq!(sink.untracked, 1);
+        let got: Vec<_> = sink
+            .flows()
+            .map(|(k, c)| (k.0, k.1, c.id, c.frames, c.bytes, c.lost))
+            .collect();
+        // Ordered by (MAC, flow): A's flow 2 before B's flow 18; ids by first sight.
+        assert_eq!(got, vec![(A, 2, 1, 3, 600, 0), (B, 18, 0, 4, 400, 0)]);
+        let r = sink.summary(Instant::ZERO);
+        assert_eq!((r[0].id, r[0].flow, r[1].id, r[1].flow), (0, 18, 1, 2));
     }
 }
