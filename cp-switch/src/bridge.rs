@@ -1223,7 +1223,8 @@ impl Bridge {
     /// The congestion point of the queue `at` (if the configured placement puts one there)
     /// sees the arrival of the frame just enqueued at its back, with the queue now holding
     /// `qlen` octets; occupancy culprits tag the frame with its flow; `Fb < 0` sends CNMs.
-    #[inline]
+    /// Inlined into each hook, where `at`'s kind is known, so the matches on it fold away.
+    #[inline(always)]
     fn cp_enqueued(&mut self, now: Instant, at: QueueRef, qlen: u64) {
         let (placement, q) = match at {
             QueueRef::Input(q, _) => (Placement::Input, q),
