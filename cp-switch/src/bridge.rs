@@ -1165,7 +1165,7 @@ impl Bridge {
             let fits = self.outqs[r].fits(f.len());
             if fits || self.drop_at_output {
                 self.inbufs[i * P + p].pass(f.len());
-                self.to_output(now, o, p, f, fits);
+                self.enter_output(now, o, p, f, fits);
                 return;
             }
         }
@@ -1540,7 +1540,7 @@ impl Bridge {
                 self.cp_departure(j * P + p, &mut f);
             }
             self.rings[r].advance(still);
-            self.to_output(at, o, p, f, fits);
+            self.enter_output(at, o, p, f, fits);
             self.after_input_dequeue(at, j, p, in_bytes);
         }
     }
@@ -1548,7 +1548,7 @@ impl Bridge {
     /// A frame out of its VOQ (or cut through it, [`Bridge::enqueue`]) enters the output queue
     /// (`o`, `p`) stamped `at` if it `fits`, or is dropped (`buffers.on_output_full = "drop"`).
     #[inline]
-    fn to_output(&mut self, at: Instant, o: usize, p: usize, mut f: Frame, fits: bool) {
+    fn enter_output(&mut self, at: Instant, o: usize, p: usize, mut f: Frame, fits: bool) {
         let r = o * P + p;
         if !fits {
             // Output-queued drop-tail (`buffers.on_output_full = "drop"`).
