@@ -231,12 +231,26 @@ impl LineClock {
             // The line was idle (or is being caught up): no fraction is owed.
             self.rem = 0;
         }
-        let r = u128::from(self.rate.bps().max(1));
-        let total =
-            u128::from(self.wire_bytes(len).get()) * 8 * 1_000_000_000 + u128::from(self.rem);
-        let ns = u64::try_from(total / r).unwrap_or(u64::MAX);
-        // Below `r`, itself a u64.
-        self.rem = (total % r) as u64;
+        let bps = self.rate.bps().max(1);
+        let wire = self.wire_bytes(len).get();
+        // Bit-nanoseconds owed: in 64 bits for any frame (below about 2.3 GB), where the
+        // division is a fraction of a 128-bit one; the same quotient and remainder either way.
+        let (ns, rem) = match wire
+            .checked_mul(8_000_000_000)
+            .and_then(|t| t.checked_add(self.rem))
+        {
+            Some(total) => (total / bps, total % bps),
+            None => {
+                let total = u128::from(wire) * 8_000_000_000 + u128::from(self.rem);
+                let r = u128::from(bps);
+                // The remainder is below `r`, itself a u64.
+                (
+                    u64::try_from(total / r).unwrap_or(u64::MAX),
+                    (total % r) as u64,
+                )
+            }
+        };
+        self.rem = rem;
         self.next_free = start.saturating_add(Duration::from_nanos(ns));
         start
     }
@@ -306,6 +320,48 @@ mod tests {
         }
         assert_eq!(f.next_free(), t + Duration::from_nanos(704));
         assert_eq!(f.frame_time(64), Duration::from_nanos(8));
+    }
+
+    /// Frames back to back at rates that leave remainders: every end is where the exact
+    /// sum of the bits owed puts it (128-bit reference), whichever width the division took;
+    /// a length too large for 64 bits takes the 128-bit one.
+    #[test]
+    fn back_to_back_ends_are_exact_in_either_width() {
+        for bps in [
+            1u64,
+            7,
+            999_999_937,
+            1_000_000_000,
+            10_000_000_000,
+            99_999_999_977,
+        ] {
+            let rate = Rate::from_bps(bps);
+            let mut l = LineClock::new(rate, Overheads::ETHERNET, Duration::ZERO);
+            let mut owed: u128 = 0;
+            let mut t = Instant::ZERO;
+            for (k, len) in [64usize, 1500, 9000, 60, 1514, 333]
+                .iter()
+                .cycle()
+                .take(60)
+                .enumerate()
+            {
+                t = l.start(t, t, *len);
+                owed += u128::from(Overheads::ETHERNET.octets(*len)) * 8_000_000_000;
+                let end = u64::try_from(owed / u128::from(bps)).unwrap();
+                assert_eq!(
+                    l.next_free(),
+                    Instant::from_nanos(end),
+                    "{bps} b/s, frame {k}"
+                );
+                t = l.next_free();
+            }
+        }
+        // 2^32 octets: 8e9 bit-nanoseconds each overflow 64 bits.
+        let mut l = LineClock::new(Rate::from_gbps(100), Overheads::FRAME, Duration::ZERO);
+        let huge = 1usize << 32;
+        l.start(Instant::ZERO, Instant::ZERO, huge);
+        let ns = (huge as u128) * 8_000_000_000 / 100_000_000_000;
+        assert_eq!(l.next_free(), Instant::from_nanos(ns as u64));
     }
 
     #[test]
