@@ -64,21 +64,25 @@
 //! second, CPU per simulated second, events and frame deliveries per second, peak memory.
 //! About 4.2 M events and 1.6 M frame deliveries per simulated second on the dumbbell.
 //! Memory stays flat over virtual time (buffers are recycled: every queue is bounded by
-//! configuration, the links by rate × delay). Where the time goes (perf, release build): the
-//! frame copies every hop makes (the cores take and hand out borrowed frames, so a frame is
-//! copied into the agent's flow queue, tagged into its transmit buffer, onto the link, into
-//! the bridge's queue, onto the next link and into the receiving agent's host queue), the
-//! bridge's transmit and deadline scans, the event heap (one sift per event: a pop leaves its
-//! slot to the push that follows it), and the agent's classification.
-//! The agent's per-poll work visits its occupied flow slots only, not its whole table, and
-//! walks a host frame's headers once (the key is read off the walk; the tag layout is kept
-//! with the queued frame for tagging in place). Trace lines are written with sorted keys
-//! straight from their records, without a `serde_json::Value` in between.
-//! A profile of `testbed sim scenarios/sim/dumbbell4.toml --duration 1s` (perf, release
-//! build, self time): the engine's loop about 10 %, the event heap's sift 7 %, header walks
-//! 6-8 % (host, sink and bridge), `Agent::host_frame` 6 %, the bridge's `poll_timeout` and
-//! `poll_transmit_buf` 5 % each, `Agent::poll_uplink_buf` 4-6 %, the generator's zero fill of
-//! each payload 2-3 %; the trace lines fell from about 5 % (through `Value`) to under 1 %.
+//! configuration, the links by rate × delay). No frame is copied from hop to hop: its buffer
+//! moves from the sending core onto the link and into the receiving core, each handing a
+//! recycled buffer back ([`engine`]).
+//!
+//! Where the time goes: about 6 100 instructions per delivered frame on the dumbbell
+//! (`valgrind --tool=callgrind`, 100 ms of virtual time; instruction counts, unlike seconds,
+//! repeat exactly on a busy machine). Nothing dominates. Inclusive shares: the generating
+//! hosts about a third (the generator's frame, the agent's classification, pacing and
+//! tagging, and the frame refused with backpressure and offered again each turn), the bridge
+//! about a quarter (receive, forwarding, the CP's sampling, transmit and the next deadline),
+//! the engine's own loop, queue and rescheduling a fifth, the receiving host and its sink a
+//! tenth, the trace lines 4 %. What the cores do once per frame is cheap where it repeats:
+//! the agent's per-poll work visits its occupied flow slots only; a host frame whose L2
+//! header is the previous one's takes that header's flow key and tag layout without a walk;
+//! the sink finds a recent flow's counters through a small cache; the bridge keeps its busy
+//! ports as a bitmap and passes a frame no VOQ waits ahead of straight to its output queue;
+//! the event queue is a sorted array (a binary search and a short move per event). Trace
+//! lines are written with sorted keys straight from their records, without a
+//! `serde_json::Value` in between.
 //!
 //! # Modules
 //! [`engine`] (clock, links, nodes), `queue` (the event queue), [`node`] (the node kinds),
