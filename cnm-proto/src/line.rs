@@ -345,7 +345,7 @@ mod tests {
                 .take(60)
                 .enumerate()
             {
-                t = l.start(t, t, *len);
+                assert_eq!(l.start(t, t, *len), t, "back to back: starts when ready");
                 owed += u128::from(Overheads::ETHERNET.octets(*len)) * 8_000_000_000;
                 let end = u64::try_from(owed / u128::from(bps)).unwrap();
                 assert_eq!(
