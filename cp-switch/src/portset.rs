@@ -42,6 +42,9 @@ impl PortSet {
     /// Adds port `i` (ignored at or above the bound).
     #[inline]
     pub fn insert(&mut self, i: usize) {
+        if i >= self.len {
+            return;
+        }
         if let Some(w) = self.words.get_mut(i / 64) {
             *w |= 1 << (i % 64);
         }
@@ -138,6 +141,13 @@ mod tests {
             vec![0, 1, 2, 3, 4]
         );
         assert_eq!(PortSet::new(0, true).next_from(0), None);
+        // A port at or above the bound is not added, though its word has the bit.
+        let mut s = PortSet::new(5, false);
+        s.insert(5);
+        s.insert(63);
+        s.insert(64);
+        assert_eq!(s.words, vec![0]);
+        assert_eq!(s.next_from(0), None);
     }
 
     #[test]
