@@ -161,9 +161,10 @@ const MEMO_LEN: usize = 32;
 /// walks to the same result, and its key and layout are the same.
 #[derive(Debug, Default)]
 struct HeaderMemo {
-    /// The header's octets, `len` of them (0: nothing held).
+    /// The header's octets, `len` of them.
     header: [u8; MEMO_LEN],
     len: usize,
+    /// Its flow key; `None`: nothing held.
     key: Option<ClassKey>,
     layout: Option<TagLayout>,
 }

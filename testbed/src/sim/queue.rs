@@ -26,7 +26,8 @@
 //! entries) and moves the entries after it, earlier events, up by one: a short contiguous
 //! copy. A four-ary heap over the same keys had cost a sift per push whose comparisons are
 //! close to coin flips (about 210 instructions per push on the dumbbell, a tenth of the
-//! simulator's instructions); the array costs about half of that.
+//! simulator's instructions); the array costs about two thirds of that (591.9 M to 568.0 M
+//! instructions for 100 ms of the dumbbell, 338 k pushes).
 
 use cnm_proto::Instant;
 use std::collections::VecDeque;
@@ -118,7 +119,7 @@ impl<K: Copy> EventQueue<K> {
 
     /// The instant of the next event, if any.
     #[inline]
-    pub fn peek_time(&mut self) -> Option<Instant> {
+    pub fn peek_time(&self) -> Option<Instant> {
         match self.next_from_future() {
             Some((k, _)) => Some(key_time(k)),
             None => self.now_q.front().map(|e| e.t),
