@@ -575,6 +575,57 @@ mod tests {
         }
     }
 
+    /// A sink stopped while frames still wait on its port (its loop was behind) counts them
+    /// before it reports: the frames arrived before the stop. Without that read the report
+    /// would say nothing was received.
+    #[test]
+    fn a_stopped_sink_counts_what_waits_on_its_port() {
+        let clock = WarpClock::auto(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let (up, down) = PipePort::pair_named(4096, "up0", "down0");
+        let args = gen_args(&[
+            "--pattern",
+            "cbr:8mbit",
+            "--size",
+            "1000",
+            "--line-rate",
+            "100mbit",
+            "--duration",
+            "100ms",
+            "--json",
+        ]);
+        let gen_out = dir.path().join("gen.json");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let g =
+            GenHost::with_port(&args, Box::new(up), mac, Out::file(&gen_out).unwrap(), T0).unwrap();
+        let mut set = HostSet::default();
+        set.add_gen("gen".into(), g);
+        let mut turns = 0;
+        while set.gens() > 0 {
+            set.turn(&clock).unwrap();
+            turns += 1;
+            assert!(turns < 1_000_000, "the generator never finished");
+        }
+        // The sink never ran a turn: every frame still waits on the pipe.
+        let sink_out = dir.path().join("sink.json");
+        let args = sink_args(&["--uplink", "down0", "--json"]);
+        let mut s = SinkHost::with_port(
+            &args,
+            Box::new(Lasting(down)),
+            Out::file(&sink_out).unwrap(),
+            T0,
+        );
+        s.stop();
+        s.finish(clock.now()).unwrap();
+        let sent = read(&gen_out)["end"]["sum"]["frames"].as_u64().unwrap();
+        // 8 Mb/s of 1000-octet frames for 100 ms: 100 frames.
+        assert!((95..=101).contains(&sent), "sent {sent}");
+        let end = &read(&sink_out)["end"];
+        assert_eq!(end["sum"]["frames"].as_u64().unwrap(), sent);
+        assert_eq!(end["sum"]["lost"].as_u64().unwrap(), 0);
+        assert_eq!(end["kernel_dropped"].as_u64().unwrap(), 0);
+    }
+
     /// Three generators added as a, b, c take turns at going first: the first turn steps
     /// b, c, a; the second c, a, b; the third a, b, c.
     #[test]

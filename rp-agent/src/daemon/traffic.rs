@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use cnm_proto::phy::clock::{Clock, Monotonic};
-use cnm_proto::phy::{self, Port};
+use cnm_proto::phy::{self, Port, PortStats};
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
@@ -444,8 +444,15 @@ impl GenHost {
     pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
         self.stop(now);
         let elapsed = now.saturating_since(self.start);
-        self.report
-            .end(&self.agent, &self.sent, self.start, elapsed, &mut self.out);
+        let port = self.uplink.counters();
+        self.report.end(
+            &self.agent,
+            &port,
+            &self.sent,
+            self.start,
+            elapsed,
+            &mut self.out,
+        );
         self.out.check()
     }
 }
@@ -657,12 +664,16 @@ impl GenReport {
     fn end(
         &mut self,
         agent: &Agent,
+        port: &PortStats,
         sent: &[Activity],
         origin: Instant,
         elapsed: Duration,
         out: &mut Out,
     ) {
         let views = agent.flows();
+        // Accepted frames the agent still held when the drain ended: counted in `frames`
+        // (the generator handed them over) but never sent.
+        let unsent: u64 = views.iter().map(|v| v.queued_frames).sum();
         let of = self.agent_flows(&views, sent.len());
         let ids: Vec<Option<u32>> = of.iter().map(|v| v.map(|v| v.flow)).collect();
         let stats = agent.stats();
@@ -726,6 +737,12 @@ impl GenReport {
                     "rps": rps,
                     "cnm_rx": stats.cnm_rx,
                     "backpressure": stats.host_backpressure,
+                    "unsent": unsent,
+                    "uplink": {
+                        "tx_frames": port.tx_frames,
+                        "tx_errors": port.tx_errors,
+                        "tx_oversize": port.tx_oversize,
+                    },
                 },
             });
             out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -752,6 +769,10 @@ fn state_name(s: rp_agent::rp::RpState) -> &'static str {
     }
 }
 
+/// How many frames [`SinkHost::finish`] reads at most from a port whose depth it was not
+/// told (one not opened by [`SinkHost::open`]): 64 batches.
+const UNKNOWN_DEPTH: usize = 64 * BATCH;
+
 /// One sink: its port, its [`Sink`] and its report. Driven as [`GenHost`] is.
 pub struct SinkHost {
     port: Box<dyn Port>,
@@ -766,6 +787,9 @@ pub struct SinkHost {
     duration: Option<Duration>,
     max_flows: usize,
     stopped: bool,
+    /// The most frames the port can hold unread (its receive ring's slots): what
+    /// [`SinkHost::finish`] reads at most before it reports.
+    ring_slots: usize,
 }
 
 impl std::fmt::Debug for SinkHost {
@@ -795,7 +819,9 @@ impl SinkHost {
         ring.rx_blocks *= 8;
         let port = phy::AfPacketPort::open(name, &ring)
             .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
-        Ok(SinkHost::with_port(args, Box::new(port), out, clock.now()))
+        let mut host = SinkHost::with_port(args, Box::new(port), out, clock.now());
+        host.ring_slots = ring.rx_slots() as usize;
+        Ok(host)
     }
 
     /// The sink of `args` on an open port, started at `start`.
@@ -827,6 +853,7 @@ impl SinkHost {
             duration: args.duration,
             max_flows: args.max_flows,
             stopped: false,
+            ring_slots: UNKNOWN_DEPTH,
         }
     }
 
@@ -888,8 +915,19 @@ impl SinkHost {
         }
     }
 
-    /// Reports the last interval and the totals, and returns the report's first write error.
+    /// Counts the frames still unread on the port, then reports the last interval and the
+    /// totals, and returns the first receive or write error.
+    ///
+    /// A frame that reached the port before the stop belongs to the run even if the loop was
+    /// behind and it still waits in the receive ring: a sink descheduled at the stop left
+    /// more than 100 of them unread, and a report that missed them undercounted every flow
+    /// (their tail looks neither received nor lost, as no later frame shows the gap). At most
+    /// one ring's worth is read, so a sender that never stops cannot hold the report back.
+    /// The kernel's own drops (ring full, `PACKET_STATISTICS`) and truncated frames are
+    /// reported beside the flows: frames the sink lost itself, not the network.
     pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
+        let drained = self.drain(now);
+        let counters = self.port.counters();
         let out = &mut self.out;
         if let Some((from, to)) = self.schedule.finish(now) {
             self.report
@@ -916,6 +954,8 @@ impl SinkHost {
                     "sum": {"frames": frames, "bytes": bytes, "lost": lost},
                     "other_frames": self.sink.other,
                     "untracked": self.sink.untracked,
+                    "kernel_dropped": counters.rx_dropped,
+                    "truncated": counters.rx_truncated,
                 },
             });
             out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -930,8 +970,33 @@ impl SinkHost {
                 self.sink.other,
                 self.sink.untracked,
             ));
+            if counters.rx_dropped + counters.rx_truncated > 0 {
+                out.line(&format!(
+                    "sink: {} frames dropped by the kernel (receive ring full), {} truncated",
+                    counters.rx_dropped, counters.rx_truncated
+                ));
+            }
         }
-        out.check()
+        drained.and(out.check())
+    }
+
+    /// Reads what waits on the port, up to one ring's worth, into the counts at `now`.
+    fn drain(&mut self, now: Instant) -> Result<(), DaemonError> {
+        let sink = &mut self.sink;
+        let mut left = self.ring_slots;
+        while left > 0 {
+            let n = self
+                .port
+                .recv_batch(BATCH.min(left), &mut |f| {
+                    sink.on_frame(now, f);
+                })
+                .map_err(|e| DaemonError::Runtime(format!("uplink {}: {e}", self.name)))?;
+            if n == 0 {
+                break;
+            }
+            left = left.saturating_sub(n);
+        }
+        Ok(())
     }
 }
 

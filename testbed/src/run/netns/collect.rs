@@ -158,6 +158,9 @@ struct GenRp {
 #[serde(default)]
 struct GenEnd {
     streams: Vec<GenStream>,
+    /// Frames the generator handed to its agent that the agent still held when its drain
+    /// ended (counted in the generator's frames, never sent).
+    unsent: u64,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -204,6 +207,8 @@ struct SinkEnd {
     /// The sink's lifetime (seconds from its start to its stop).
     elapsed_s: f64,
     streams: Vec<SinkStream>,
+    /// Frames the kernel dropped because the sink's receive ring was full.
+    kernel_dropped: u64,
 }
 
 /// What the daemons wrote, read after they stopped.
@@ -231,9 +236,10 @@ pub fn collect(
     o: &Outputs<'_>,
 ) {
     collect_gens(sc, graph, k, run, o.gens);
-    let lost_total = collect_sinks(sc, graph, k, run, o.sinks);
+    let (lost_total, ring_drops) = collect_sinks(sc, graph, k, run, o.sinks);
     let stats = o.stats;
-    // Frames the sinks missed that no switch dropped were lost in the kernel.
+    // Frames the sinks missed that no switch dropped and no sink's ring dropped (those are
+    // told per sink) were lost in the kernel on the way.
     let switch_drops: u64 = stats
         .values()
         .filter_map(|v| v["ports"].as_array())
@@ -241,10 +247,10 @@ pub fn collect(
         .filter_map(|p| p["drops"].as_u64())
         .sum();
     collect_ingress(run, stats);
-    if lost_total > switch_drops {
+    if lost_total > switch_drops + ring_drops {
         run.fidelity.unexpected_drops.push((
             "outside the switches (veth, sockets)".into(),
-            lost_total - switch_drops,
+            lost_total - switch_drops - ring_drops,
         ));
     }
     // Traces.
@@ -336,6 +342,14 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
         let f = &sc.topo.flow[g.flow];
         let name = name_of(g.flow);
         let doc: GenDoc = read_json_doc(&g.out);
+        if doc.end.unsent > 0 {
+            run.warnings.push(format!(
+                "note: {name}: {} frames were still queued in its agent when the drain after \
+                 the run ended (the reaction point's rate held them); the generator's count \
+                 includes them, no link carried them",
+                doc.end.unsent
+            ));
+        }
         let line_rate = graph
             .uplink(&f.src)
             .map(|li| k.rate(sc.topo.link[li].rate))
@@ -405,14 +419,15 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
     }
 }
 
-/// Sinks: each flow's received throughput; returns the frames the sinks counted lost.
+/// Sinks: each flow's received throughput; returns the frames the sinks counted lost and
+/// those their kernel receive rings dropped.
 fn collect_sinks(
     sc: &Scenario,
     graph: &Graph,
     k: Scaling,
     run: &mut RunData,
     sinks: &[SinkProc],
-) -> u64 {
+) -> (u64, u64) {
     let macs = sc.topo.host_macs();
     let name_of = |i: usize| {
         sc.topo.flow[i]
@@ -420,11 +435,18 @@ fn collect_sinks(
             .clone()
             .unwrap_or_else(|| format!("f{i}"))
     };
-    let mut lost_total = 0u64;
+    let (mut lost_total, mut ring_drops) = (0u64, 0u64);
     for s in sinks {
         let (host, out, stop_s) = (&s.host, &s.out, s.stop_s);
         let doc: SinkDoc = read_json_doc(out);
         lost_total += doc.end.streams.iter().map(|v| v.lost).sum::<u64>();
+        ring_drops += doc.end.kernel_dropped;
+        if doc.end.kernel_dropped > 0 {
+            run.fidelity.unexpected_drops.push((
+                format!("receive ring of the sink on {host}"),
+                doc.end.kernel_dropped,
+            ));
+        }
         let downlink = graph
             .uplink(host)
             .map(|li| k.rate(sc.topo.link[li].rate))
@@ -443,7 +465,7 @@ fn collect_sinks(
             }
         }
     }
-    lost_total
+    (lost_total, ring_drops)
 }
 
 /// One flow's octets over one reporting interval of a sink, on the schedule's clock.
@@ -549,7 +571,7 @@ mod tests {
             ],
             end: SinkEnd {
                 elapsed_s: 0.601,
-                streams: vec![],
+                ..SinkEnd::default()
             },
         };
         // Stopped at 1.101 s after 0.601 s: started at 0.5 s, the first octets counted in

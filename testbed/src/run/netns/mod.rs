@@ -386,9 +386,41 @@ impl NetnsWorld {
         }
     }
 
-    /// Stops every process (generators and clients drain first) and saves the final
-    /// statistics.
-    fn stop_all(&mut self) -> anyhow::Result<BTreeMap<String, Value>> {
+    /// Waits (up to 2 s) until no switch holds a frame: every frame the senders sent before
+    /// they stopped has then been forwarded or dropped, so a sink stopped next has seen all
+    /// it will see. Without the wait a sink stopped while the bottleneck still held a queue
+    /// reported that queue's frames as neither received nor lost.
+    fn await_switches_drained(&self, warnings: &mut Vec<String>) -> anyhow::Result<()> {
+        let deadline = StdInstant::now() + StdDuration::from_secs(2);
+        for s in &self.switches {
+            loop {
+                let Ok(stats) = ctl(&s.ctl, "stats") else {
+                    break;
+                };
+                let held = backlog_bytes(&stats);
+                if held == 0 {
+                    break;
+                }
+                if StdInstant::now() >= deadline {
+                    warnings.push(format!(
+                        "switch {} still held {held} octets 2 s after the senders stopped: \
+                         the sinks' reports miss those frames",
+                        s.name
+                    ));
+                    break;
+                }
+                if signals::sleep_or_interrupted(StdDuration::from_millis(5)) {
+                    bail!("interrupted");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every process (generators and clients drain first, then the switches empty
+    /// their queues, then the sinks stop) and saves the final statistics. What did not end
+    /// in time is said in `warnings`: a report that misses frames says so.
+    fn stop_all(&mut self, warnings: &mut Vec<String>) -> anyhow::Result<BTreeMap<String, Value>> {
         let span = self.st.span;
         // Generators stop by themselves (--duration) and drain for up to 1 s.
         let deadline = StdInstant::now() + StdDuration::from_secs(3);
@@ -410,6 +442,12 @@ impl NetnsWorld {
                     bail!("interrupted");
                 }
             }
+            if let Some(n) = hp.running_gens().filter(|&n| n > 0) {
+                warnings.push(format!(
+                    "{n} generator(s) had not drained 3 s after the run: their reports miss \
+                     the frames still queued in their agents"
+                ));
+            }
         }
         // iperf3 clients end by themselves (-t) and then fetch the server's report; incast
         // clients start no round after their duration (one may still be running).
@@ -425,6 +463,7 @@ impl NetnsWorld {
         for mut c in self.servers.drain(..) {
             let _ = c.stop(StdDuration::from_secs(2));
         }
+        self.await_switches_drained(warnings)?;
         for s in &mut self.sinks {
             s.stop_s = self.st.elapsed();
             if let Some(c) = s.child.as_mut() {
@@ -462,6 +501,27 @@ impl NetnsWorld {
         }
         Ok(final_stats)
     }
+}
+
+/// The octets a switch holds by its `stats`: in its queues (input and output), in its ports'
+/// ingress stages and on its links' delay lines. Zero when it has forwarded or dropped
+/// everything it received.
+fn backlog_bytes(stats: &Value) -> u64 {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let empty = Vec::new();
+    let queued: u64 = stats["queues"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .map(|q| n(&q["bytes"]))
+        .sum();
+    let ports: u64 = stats["ports"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .map(|p| n(&p["in_flight_bytes"]) + n(&p["ingress"]["stage"]["queued_bytes"]))
+        .sum();
+    queued + ports
 }
 
 impl World for NetnsWorld {
@@ -580,7 +640,7 @@ impl World for NetnsWorld {
     }
 
     fn finish(mut self, run: &mut RunData) -> anyhow::Result<()> {
-        let final_stats = self.stop_all()?;
+        let final_stats = self.stop_all(&mut run.warnings)?;
         run.meta.trace_clock = self.trace_clock;
         collect::collect_iperf(&self.st.sc, run, &self.iperfs);
         collect::collect_incast(&self.st.sc, run, &self.incasts);
