@@ -6,7 +6,7 @@
 //! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--congestion CC] [--json]
 //! testbed bench sim [--duration 1s] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
-//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin] [--capture [all|LINK,...]] [--seed N] [--set K=V]...
+//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin [--twin-seeds N]] [--capture [all|LINK,...]] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
 //!              [--culprit arrival|occupancy-deterministic|occupancy-random]
 //!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
@@ -144,6 +144,10 @@ struct Common {
     /// and compare them metric by metric; the run is faithful only within the limits.
     #[arg(long)]
     twin: bool,
+    /// Seeds of the twin: the run's, then the following ones; each flow's share is judged
+    /// against the simulator's spread over them (1: the run's seed alone).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    twin_seeds: u32,
     /// Netns runs: `--sched` of every switch daemon's dataplane thread (`fifo:PRIO`
     /// real-time, or `other`; default: the daemon's own, time-shared).
     #[arg(long, value_name = "fifo:PRIO|other")]
@@ -193,6 +197,7 @@ impl Common {
         o.quiet = self.quiet;
         o.no_plots = self.no_plots;
         o.twin = self.twin;
+        o.twin_seeds = self.twin_seeds;
         o.switch_sched = self.switch_sched;
         o.modes = run::modes::ModeFlags {
             cp_mode: self.cp_mode,

@@ -64,20 +64,35 @@ pub fn write_run(dir: &Path, run: &RunData, opts: &ReportOptions) -> std::io::Re
     write_run_with_twin(dir, run, opts, None)
 }
 
-/// As [`write_run`], the summary compared with the simulator twin's (`twin`: its summary and
-/// results directory; [`crate::analysis::twin::twin`]).
+/// The simulator twin of a netns run: its summary (same scenario and seed), those of the
+/// further seeds it ran, and its results directory.
+#[derive(Debug, Clone, Copy)]
+pub struct TwinRef<'a> {
+    /// The simulator on the run's seed.
+    pub sim: &'a Summary,
+    /// The simulator on the following seeds.
+    pub others: &'a [Summary],
+    /// Where the twin's results are.
+    pub dir: Option<&'a str>,
+}
+
+/// As [`write_run`], the summary compared with the simulator twin's
+/// ([`crate::analysis::twin::twin`]).
 pub fn write_run_with_twin(
     dir: &Path,
     run: &RunData,
     opts: &ReportOptions,
-    twin: Option<(&Summary, Option<String>)>,
+    twin: Option<TwinRef<'_>>,
 ) -> std::io::Result<RunReport> {
     std::fs::create_dir_all(dir)?;
     let mut analysis = analyze(run, &opts.analysis);
-    if let Some((sim, sim_dir)) = twin {
-        analysis
-            .summary
-            .add_twin(sim, &opts.analysis.fidelity.twin, sim_dir);
+    if let Some(t) = twin {
+        analysis.summary.add_twin(
+            t.sim,
+            t.others,
+            &opts.analysis.fidelity.twin,
+            t.dir.map(str::to_owned),
+        );
     }
     let mut files = Vec::new();
     let mut plot_error = None;

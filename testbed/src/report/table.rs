@@ -260,10 +260,14 @@ pub fn twin_rows(t: &Twin) -> Table {
                 }
             },
         );
+        let sim = match m.sim_sd {
+            Some(sd) => format!("{} ± {sd:.3} sd", fmt_opt(m.sim)),
+            None => fmt_opt(m.sim),
+        };
         tab.row(vec![
             m.metric.clone(),
             fmt_opt(m.netns),
-            fmt_opt(m.sim),
+            sim,
             m.fmt_deviation(),
             limit,
             match (m.ok, m.limit) {
@@ -282,7 +286,12 @@ pub fn twin_table(t: &Twin) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "twin (simulator, same scenario and seed){}:",
+        "twin (simulator, same scenario and seed{}){}:",
+        if t.sim_seeds > 1 {
+            format!("; shares: mean and sd over {} seeds from it", t.sim_seeds)
+        } else {
+            String::new()
+        },
         t.sim_dir
             .as_deref()
             .map(|d| format!(" {d}"))
@@ -385,6 +394,7 @@ mod tests {
             metric: metric.into(),
             netns: Some(n),
             sim: Some(s),
+            sim_sd: None,
             deviation: Some(dev),
             relative: rel,
             limit,
@@ -392,6 +402,7 @@ mod tests {
         };
         Twin {
             sim_dir: Some("twin-sim".into()),
+            sim_seeds: 1,
             metrics: vec![
                 m(
                     "utilization sw0-r0",

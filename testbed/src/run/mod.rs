@@ -100,6 +100,9 @@ pub struct RunOptions {
     /// After a netns run, run the simulator on the same scenario and seed (into `twin-sim/`)
     /// and compare ([`crate::analysis::twin::twin`]).
     pub twin: bool,
+    /// Seeds the twin runs: the run's, then the following ones (the per-flow shares are
+    /// judged against the simulator's spread over them); at least 1.
+    pub twin_seeds: u32,
     /// Netns runs: `--sched` of every `cp-switch` (`None`: the daemon's default).
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
@@ -118,6 +121,7 @@ impl RunOptions {
             quiet: false,
             no_plots: false,
             twin: false,
+            twin_seeds: 5,
             switch_sched: None,
         }
     }
@@ -236,30 +240,75 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
         ..ReportOptions::default()
     };
     let twin = match (opts.twin, opts.mode) {
-        (true, Mode::Netns) => {
-            // The same scenario (variant and modes applied) and seed, in the simulator.
-            let twin_dir = dir.join("twin-sim");
-            let mut o = opts.clone();
-            o.mode = Mode::Sim;
-            o.capture = capture::Capture::Off;
-            std::fs::create_dir_all(&twin_dir)
-                .with_context(|| format!("results directory {}", twin_dir.display()))?;
-            let mut sim = runner::run(&sc, &o, &twin_dir)?;
-            sim.meta.variant = label;
-            let r = report::write_run(&twin_dir, &sim, &ropts)
-                .with_context(|| format!("writing results into {}", twin_dir.display()))?;
-            Some((r.summary, twin_dir.display().to_string()))
-        }
+        (true, Mode::Netns) => Some(run_twin(&sc, opts, &dir, label, &ropts)?),
         _ => None,
     };
     let report = report::write_run_with_twin(
         &dir,
         &data,
         &ropts,
-        twin.as_ref().map(|(s, d)| (s, Some(d.clone()))),
+        twin.as_ref().map(|t| report::TwinRef {
+            sim: &t.sim,
+            others: &t.others,
+            dir: Some(&t.dir),
+        }),
     )
     .with_context(|| format!("writing results into {}", dir.display()))?;
     Ok(RunOutcome { dir, data, report })
+}
+
+/// What the simulator twin of a netns run gave.
+struct TwinRuns {
+    /// The summary on the run's seed.
+    sim: crate::analysis::summary::Summary,
+    /// The summaries on the following seeds.
+    others: Vec<crate::analysis::summary::Summary>,
+    /// `twin-sim/` of the run's directory.
+    dir: String,
+}
+
+/// The simulator on the same scenario (variant and modes applied) and seed into
+/// `dir/twin-sim/`, then on the `opts.twin_seeds − 1` following seeds into
+/// `dir/twin-sim/seed-N/` (no plots): the spread the per-flow shares are judged against.
+fn run_twin(
+    sc: &Scenario,
+    opts: &RunOptions,
+    dir: &Path,
+    label: Option<String>,
+    ropts: &ReportOptions,
+) -> anyhow::Result<TwinRuns> {
+    let twin_dir = dir.join("twin-sim");
+    let mut o = opts.clone();
+    o.mode = Mode::Sim;
+    o.capture = capture::Capture::Off;
+    o.twin = false;
+    let seed = opts.seed.unwrap_or(sc.topo.seed);
+    let mut summaries = Vec::new();
+    for k in 0..u64::from(opts.twin_seeds.max(1)) {
+        let d = if k == 0 {
+            twin_dir.clone()
+        } else {
+            twin_dir.join(format!("seed-{}", seed.wrapping_add(k)))
+        };
+        std::fs::create_dir_all(&d)
+            .with_context(|| format!("results directory {}", d.display()))?;
+        o.seed = Some(seed.wrapping_add(k));
+        let mut sim = runner::run(sc, &o, &d)?;
+        sim.meta.variant = label.clone();
+        let r = ReportOptions {
+            no_plots: ropts.no_plots || k > 0,
+            ..*ropts
+        };
+        let rep = report::write_run(&d, &sim, &r)
+            .with_context(|| format!("writing results into {}", d.display()))?;
+        summaries.push(rep.summary);
+    }
+    let sim = summaries.remove(0);
+    Ok(TwinRuns {
+        sim,
+        others: summaries,
+        dir: twin_dir.display().to_string(),
+    })
 }
 
 /// The short table printed after a run, then every file the run wrote ([`print_files`]).
