@@ -71,6 +71,7 @@
 //! | per-flow share (mean / fair share) | netns − the simulator's mean over its seeds | ±(0.10 + 3 sd of the simulator's shares over its seeds) | one flow a tenth of its fair share off changes conclusions even when Jain's index over all flows barely moves; but a share over one run is one draw (which flow the CP samples is random), and the simulator's own shares spread by 0.07–0.13 (sd) from seed to seed on the dumbbell, so the netns draw is judged against that spread (`--twin-seeds`, default 5) |
 //! | queue p99 | relative, as the mean | — (reported) | the tail of a short window is dominated by a few bursts: a symptom to read, not a verdict |
 //! | CNMs per flow per second (scenario time) | relative, floor 1/s | — (reported) | CNM sampling is random and per flow sparse; the queue and the rates carry the loop's outcome |
+//! | CNM mean QntzFb (steady window, every CP) | relative, floor 1 | — (reported) | how hard each CNM cuts (the decrease is Gd · \|Fb\|, 802.1Q 32.13.2): a queue that swings wider than the simulator's at the sampled arrivals shows here first; on the S = 10 dumbbell it was 3.4–4.3 in netns against 1.1 in the simulator |
 //!
 //! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the dumbbell's 30 s for
 //! 6 s at S = 100) gives its steady window a fraction of the loop time the simulator's window

@@ -16,6 +16,29 @@
 use super::maxmin::{max_min, MmFlow};
 use super::model::{normalize_mac, Bottleneck, Event, FlowSeries, QueueSeries, RunData};
 
+/// The mean quantized feedback (`qntz_fb`, 802.1Q 33.4.7: |Fb| quantized to 6 bits) of the
+/// CNMs the congestion points sent in `[a, b]` (seconds of the run), over every congestion
+/// point; `None` when none sent one there. It says how hard the loop was pushed: the rate
+/// decrease a CNM asks for is `Gd · |Fb|` (32.13.2, Gd = 1/128), so with the same number of
+/// CNMs a mean twice as large cuts twice as deep.
+pub fn cnm_feedback_mean(run: &RunData, a: f64, b: f64) -> Option<f64> {
+    let (mut sum, mut n) = (0u64, 0u64);
+    for e in &run.events {
+        if e.kind != "cnm" || e.t_s < a || e.t_s > b {
+            continue;
+        }
+        // Switch-side records carry the feedback and the congestion point's id.
+        if e.fields.get("cpid").is_none() {
+            continue;
+        }
+        if let Some(fb) = e.fields.get("qntz_fb").and_then(|v| v.as_u64()) {
+            sum += fb;
+            n += 1;
+        }
+    }
+    (n > 0).then(|| sum as f64 / n as f64)
+}
+
 /// Jain's index of `xs`; `None` for an empty vector or all zeros.
 pub fn jain(xs: &[f64]) -> Option<f64> {
     let n = xs.len() as f64;
@@ -575,6 +598,33 @@ pub fn cnm_rate_series(cnm: &[(f64, u64)], bin_s: f64, end: f64) -> Vec<(f64, f6
 
 #[cfg(test)]
 mod tests {
+    /// The CNM feedback mean counts switch-side `cnm` records (with a `cpid`) inside the
+    /// window only: 10, 20 and 33 within [1, 3] s give 21; the agent's record, the one at
+    /// 0.5 s and the drop are not counted.
+    #[test]
+    fn cnm_feedback_mean_counts_the_switches_cnms_in_the_window() {
+        let ev = |t: f64, kind: &str, fields: serde_json::Value| Event {
+            t_s: t,
+            node: Some("sw0".into()),
+            kind: kind.into(),
+            port: None,
+            priority: None,
+            flow: None,
+            fields,
+        };
+        let mut run = RunData::new(super::super::model::RunMeta::new("s", "netns", 1.0, 1));
+        run.events = vec![
+            ev(0.5, "cnm", serde_json::json!({"cpid": "a", "qntz_fb": 63})),
+            ev(1.0, "cnm", serde_json::json!({"cpid": "a", "qntz_fb": 10})),
+            ev(2.0, "cnm", serde_json::json!({"cpid": "a", "qntz_fb": 20})),
+            ev(2.5, "cnm", serde_json::json!({"flow": 0, "qntz_fb": 50})),
+            ev(2.6, "drop", serde_json::json!({"cpid": "a", "qntz_fb": 50})),
+            ev(3.0, "cnm", serde_json::json!({"cpid": "b", "qntz_fb": 33})),
+        ];
+        assert_eq!(cnm_feedback_mean(&run, 1.0, 3.0), Some(21.0));
+        assert_eq!(cnm_feedback_mean(&run, 3.5, 4.0), None);
+    }
+
     use super::*;
 
     #[test]

@@ -9,8 +9,9 @@
 //!     "pause_tx"}],
 //!   "jain","jain_rates","convergence_s":[...],"convergence_events":[...],"faithful","warnings",
 //!   "ingress_early_share"?, "trace_clock"?: {"clock","t0_ns","realtime_offset_ns"},
-//!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "twin"?: {"sim_dir"?, "metrics":[{"metric","netns","sim",
-//!     "deviation","relative","limit","ok"}], "faithful"}}`.
+//!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "cnm_fb_mean"?, "twin"?: {"sim_dir"?,
+//!     "sim_seeds", "metrics":[{"metric","netns","sim","sim_sd"?,"deviation","relative","limit",
+//!     "ok"}], "faithful"}}`.
 //!
 //! `ingress_early_share` (netns) is the share of frames that reached the switches faster than
 //! their links could have delivered them; `twin` (netns `--twin`) compares the run with the
@@ -154,6 +155,10 @@ pub struct Summary {
     /// How many such recoveries the steady window holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rp_recoveries_in_window: Option<f64>,
+    /// The mean quantized feedback of the CNMs sent in the steady window
+    /// ([`metrics::cnm_feedback_mean`]), when the traces hold them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnm_fb_mean: Option<f64>,
     /// The comparison with the simulator on the same scenario and seed (`--twin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<Twin>,
@@ -315,6 +320,7 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         trace_clock: meta.trace_clock,
         rp_recovery_s: meta.rp_recovery_s,
         rp_recoveries_in_window: fid.rp_recoveries_in_window,
+        cnm_fb_mean: metrics::cnm_feedback_mean(run, a, b),
         twin: None,
     };
     Analysis {

@@ -236,6 +236,7 @@ mod tests {
             trace_clock: None,
             rp_recovery_s: None,
             rp_recoveries_in_window: None,
+            cnm_fb_mean: None,
             twin: None,
         }
     }
