@@ -87,6 +87,15 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
         Some(th.jain),
         None,
     );
+    // How hard each CNM cut (reported: see the fidelity module's table).
+    push(
+        "CNM mean QntzFb".into(),
+        netns.cnm_fb_mean,
+        sim.cnm_fb_mean,
+        Some(1.0),
+        None,
+        None,
+    );
     // CNMs per second in scenario time: a netns run at scale S runs S times slower.
     let k = if sim.time_scale > 0.0 {
         netns.time_scale / sim.time_scale
@@ -343,6 +352,22 @@ mod tests {
         let far = summary(0.984, 29_700.0, 0.994, &[0.4, 1.0], 10.0, 10.0);
         let t = twin(&far, &sim, &others, &th);
         assert!(!share(&t).ok && !t.faithful, "{t:?}");
+        // The CNMs' mean feedback is reported, relative to the simulator's, not judged:
+        // (4.5 − 1.125) / 1.125 = +300 %.
+        let (mut hard, mut calm) = (near.clone(), sim.clone());
+        hard.cnm_fb_mean = Some(4.5);
+        calm.cnm_fb_mean = Some(1.125);
+        let tf = twin(&hard, &calm, &[], &TwinThresholds::default());
+        let fb = tf
+            .metrics
+            .iter()
+            .find(|m| m.metric == "CNM mean QntzFb")
+            .unwrap();
+        assert!(
+            fb.relative && (fb.deviation.unwrap() - 3.0).abs() < 1e-12,
+            "{fb:?}"
+        );
+        assert!(fb.ok && fb.limit.is_none());
         // The utilization, queue and Jain are judged against the run's seed as before.
         assert_eq!(
             t.metrics
