@@ -152,6 +152,10 @@ struct Common {
     /// real-time, or `other`; default: the daemon's own, time-shared).
     #[arg(long, value_name = "fifo:PRIO|other")]
     switch_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// Netns runs: `--sched` of the `rp-agent hosts` process's loop (every generator and
+    /// sink; default: time-shared).
+    #[arg(long, value_name = "fifo:PRIO|other")]
+    hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -199,6 +203,7 @@ impl Common {
         o.twin = self.twin;
         o.twin_seeds = self.twin_seeds;
         o.switch_sched = self.switch_sched;
+        o.hosts_sched = self.hosts_sched;
         o.modes = run::modes::ModeFlags {
             cp_mode: self.cp_mode,
             culprit: self.culprit,

@@ -129,3 +129,40 @@ fn one_process_hosts_report_every_frame() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--hosts-sched` and `--switch-sched` reach the daemons: the hosts process and the switch
+/// each log the real-time policy they were given, and the run still completes and cleans up.
+#[test]
+fn real_time_daemons_on_request() {
+    if !testbed::netns::can_run_network_tests("real_time_daemons_on_request") {
+        return;
+    }
+    let dir = out_dir("run-netns-hosts", "rt");
+    let status = testbed()
+        .args([
+            "dumbbell",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.netns.duration=2s",
+            "--hosts-sched",
+            "fifo:10",
+            "--switch-sched",
+            "fifo:10",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert_clean(&prefix_of(&dir).unwrap());
+    for log in ["rp-agent-hosts.log", "cp-switch-sw0.log"] {
+        let text = std::fs::read_to_string(dir.join("logs").join(log)).unwrap();
+        assert!(
+            text.contains("scheduling policy set sched=fifo:10"),
+            "{log}:\n{text}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -105,6 +105,8 @@ pub struct RunOptions {
     pub twin_seeds: u32,
     /// Netns runs: `--sched` of every `cp-switch` (`None`: the daemon's default).
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// Netns runs: `--sched` of the `rp-agent hosts` process (`None`: time-shared).
+    pub hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 impl RunOptions {
@@ -123,6 +125,7 @@ impl RunOptions {
             twin: false,
             twin_seeds: 5,
             switch_sched: None,
+            hosts_sched: None,
         }
     }
 }

@@ -137,6 +137,9 @@ impl HostProc {
             .arg(&ctl_path)
             .stdout(Stdio::from(logf.try_clone()?))
             .stderr(Stdio::from(logf));
+        if let Some(p) = st.hosts_sched {
+            c.arg("--sched").arg(p.to_string());
+        }
         let mut child = crate::netns::Namespace::root().spawn_command(c)?;
         match wait_ready(&mut child, || ctl(&ctl_path, "status").is_ok())? {
             Ok(()) => {}

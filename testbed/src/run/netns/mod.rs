@@ -240,6 +240,7 @@ impl NetnsWorld {
             iperf_interval: format!("{:.3}", interval.max(0.1)),
             t0: StdInstant::now(),
             switch_sched: opts.switch_sched,
+            hosts_sched: opts.hosts_sched,
         };
         let mut w = NetnsWorld {
             params: ParamEvents::new(sc, k)?,

@@ -58,6 +58,8 @@ pub struct Setup {
     pub t0: StdInstant,
     /// `--sched` of every switch daemon (`None`: its default).
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// `--sched` of the `rp-agent hosts` process (`None`: time-shared).
+    pub hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
 }
 
 impl Setup {
