@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::netns::{assert_clean, out_dir, prefix_of, testbed};
+use common::netns::{assert_clean, out_dir, prefix_of, run_dumbbell};
 use serde_json::Value;
-use std::process::Stdio;
 
 fn read(path: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -21,21 +20,15 @@ fn one_process_hosts_report_every_frame() {
         return;
     }
     let dir = out_dir("run-netns-hosts", "one");
-    let status = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
+    let status = run_dumbbell(
+        &dir,
+        &[
             "--set",
             "scenario.netns.duration=4s",
             "--set",
             "scenario.netns.hosts=one-process",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+        ],
+    );
     assert!(status.success(), "{status}");
     let prefix = prefix_of(&dir).unwrap();
     assert_clean(&prefix);
@@ -138,23 +131,17 @@ fn real_time_daemons_on_request() {
         return;
     }
     let dir = out_dir("run-netns-hosts", "rt");
-    let status = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
+    let status = run_dumbbell(
+        &dir,
+        &[
             "--set",
             "scenario.netns.duration=2s",
             "--hosts-sched",
             "fifo:10",
             "--switch-sched",
             "fifo:10",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+        ],
+    );
     assert!(status.success(), "{status}");
     assert_clean(&prefix_of(&dir).unwrap());
     for log in ["rp-agent-hosts.log", "cp-switch-sw0.log"] {

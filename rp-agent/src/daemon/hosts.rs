@@ -502,6 +502,16 @@ mod tests {
         assert_eq!((set.gens(), set.sinks()), (0, 0));
     }
 
+    /// A CBR generator of 8 Mb/s in 1000-octet frames on a 100 Mb/s line.
+    const CBR_8M: &[&str] = &[
+        "--pattern",
+        "cbr:8mbit",
+        "--size",
+        "1000",
+        "--line-rate",
+        "100mbit",
+    ];
+
     /// Two generators and a sink on pipes, one loop on a warped clock: the generators stop
     /// at their durations and report; the sink, stopped afterwards, counts every frame the
     /// generators handed to their agents (nothing is lost on a pipe).
@@ -514,19 +524,13 @@ mod tests {
         let (up_b, down_b) = PipePort::pair_named(4096, "up1", "down1");
         let mut outs = Vec::new();
         for (i, up) in [up_a, up_b].into_iter().enumerate() {
-            let args = gen_args(&[
-                "--pattern",
-                "cbr:8mbit",
-                "--size",
-                "1000",
-                "--line-rate",
-                "100mbit",
-                "--duration",
-                "200ms",
-                "--interval",
-                "50ms",
-                "--json",
-            ]);
+            let args = gen_args(
+                &[
+                    CBR_8M,
+                    &["--duration", "200ms", "--interval", "50ms", "--json"],
+                ]
+                .concat(),
+            );
             let out = dir.path().join(format!("gen-{i}.json"));
             let mac = EthernetAddress([2, 0, 0, 0, 1, i as u8]);
             let g =
@@ -583,17 +587,7 @@ mod tests {
         let clock = WarpClock::auto(T0);
         let dir = tempfile::tempdir().unwrap();
         let (up, down) = PipePort::pair_named(4096, "up0", "down0");
-        let args = gen_args(&[
-            "--pattern",
-            "cbr:8mbit",
-            "--size",
-            "1000",
-            "--line-rate",
-            "100mbit",
-            "--duration",
-            "100ms",
-            "--json",
-        ]);
+        let args = gen_args(&[CBR_8M, &["--duration", "100ms", "--json"]].concat());
         let gen_out = dir.path().join("gen.json");
         let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
         let g =

@@ -21,6 +21,18 @@ pub fn testbed() -> Command {
     c
 }
 
+/// `testbed run dumbbell --quiet --no-plots ARGS... --out DIR`, its output discarded.
+pub fn run_dumbbell(dir: &Path, args: &[&str]) -> std::process::ExitStatus {
+    testbed()
+        .args(["dumbbell", "--quiet", "--no-plots"])
+        .args(args)
+        .arg("--out")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+}
+
 /// The lab prefix a run wrote into its results directory.
 pub fn prefix_of(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join("lab-prefix.txt"))
