@@ -284,7 +284,6 @@ fn run_twin(
     let mut o = opts.clone();
     o.mode = Mode::Sim;
     o.capture = capture::Capture::Off;
-    o.twin = false;
     let seed = opts.seed.unwrap_or(sc.topo.seed);
     let mut summaries = Vec::new();
     for k in 0..u64::from(opts.twin_seeds.max(1)) {

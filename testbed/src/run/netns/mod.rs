@@ -509,17 +509,9 @@ impl NetnsWorld {
 /// everything it received.
 fn backlog_bytes(stats: &Value) -> u64 {
     let n = |v: &Value| v.as_u64().unwrap_or(0);
-    let empty = Vec::new();
-    let queued: u64 = stats["queues"]
-        .as_array()
-        .unwrap_or(&empty)
-        .iter()
-        .map(|q| n(&q["bytes"]))
-        .sum();
-    let ports: u64 = stats["ports"]
-        .as_array()
-        .unwrap_or(&empty)
-        .iter()
+    let items = |key: &str| stats[key].as_array().into_iter().flatten();
+    let queued: u64 = items("queues").map(|q| n(&q["bytes"])).sum();
+    let ports: u64 = items("ports")
         .map(|p| n(&p["in_flight_bytes"]) + n(&p["ingress"]["stage"]["queued_bytes"]))
         .sum();
     queued + ports
