@@ -113,6 +113,9 @@ impl Bins {
                 None => crate::bins::dir(),
             },
         };
+        // The daemons are started from other working directories (the results directory), so
+        // a relative directory is made absolute here, where it was meant.
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let b = Bins {
             cp_switch: dir.join("cp-switch"),
             rp_agent: dir.join("rp-agent"),
@@ -140,4 +143,29 @@ fn flow_name(sc: &Scenario, i: usize) -> String {
 /// The control socket of flow `i`'s generator in `dir`.
 pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
     dir.join(format!("gen-{}.sock", flow_name(sc, i)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A relative `--bin-dir` names the daemons by absolute paths: they are started from the
+    /// results directory, where the relative path would name nothing.
+    #[test]
+    fn a_relative_bin_dir_becomes_absolute() {
+        let dir = tempfile::tempdir_in(".").unwrap();
+        for name in ["cp-switch", "rp-agent"] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let rel = PathBuf::from(dir.path().file_name().unwrap());
+        assert!(rel.is_relative());
+        let b = Bins::find(Some(&rel)).unwrap();
+        assert!(
+            b.cp_switch.is_absolute() && b.rp_agent.is_absolute(),
+            "{b:?}"
+        );
+        assert!(b.cp_switch.exists() && b.rp_agent.exists());
+        let e = Bins::find(Some(Path::new("no-such-bin-dir"))).unwrap_err();
+        assert!(e.to_string().contains("is not built"), "{e}");
+    }
 }
