@@ -49,6 +49,10 @@ use super::stage::{self, LinkStage, STAGE_LIMIT};
 
 /// Frames taken from one port per loop iteration (ARCHITECTURE.md rule 6: batches of 32-64).
 const BATCH: usize = 64;
+/// Batches a port with an ingress stage may give in one iteration: its whole receive ring
+/// (2048 slots with the default ring of `cnm_proto::phy::af_packet`), read before the bridge's
+/// time moves on (see [`super::stage`]: a frame left behind would reach the bridge late).
+const STAGED_BATCHES: usize = 32;
 /// Longest sleep, so control requests and signals are seen promptly.
 const MAX_SLEEP: Duration = Duration::from_millis(10);
 /// Builds the bridge configuration from the resolved flags and file.
@@ -314,6 +318,10 @@ pub enum Arrivals {
     /// The time the loop read the frame (a clock the stamps are not on, as a test's warped
     /// clock).
     ReadTime,
+    /// The port's stamp as it is: the ports stamp on the loop's own clock (a test's pipes,
+    /// stamped with `PipePort::send_stamped` on the warped clock).
+    #[cfg_attr(not(test), allow(dead_code))]
+    LoopStamps,
 }
 
 impl<P: Port + Send + 'static, C: Clock> std::fmt::Debug for Dataplane<P, C> {
@@ -462,6 +470,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         let offset = match self.arrivals {
             Arrivals::KernelStamps => Some(stage::realtime_offset(now, realtime_ns())),
             Arrivals::ReadTime => None,
+            Arrivals::LoopStamps => Some(0),
         };
         let mut busy = false;
         for (i, slot) in self.slots.iter_mut().enumerate() {
@@ -477,10 +486,21 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 // A full stage drops the frame and counts it (`ingress.stage.overflow_drops`).
                 let _ = stage.admit(stage::arrival(t, offset, now), now, f);
             };
-            match port.recv_batch_stamped(BATCH, &mut rx) {
-                Ok(n) => busy |= n == BATCH,
-                Err(e) if e.is_link_gone() => gone.push((i, e.to_string())),
-                Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
+            // Everything waiting, before any of it reaches the bridge: a frame left in the
+            // ring would be handed over after the bridge has run on to `now`.
+            for k in 1..=STAGED_BATCHES {
+                match port.recv_batch_stamped(BATCH, &mut rx) {
+                    Ok(n) if n < BATCH => break,
+                    Ok(_) => busy |= k == STAGED_BATCHES,
+                    Err(e) if e.is_link_gone() => {
+                        gone.push((i, e.to_string()));
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(port = %slot.name, "receive: {e}");
+                        break;
+                    }
+                }
             }
         }
         self.release_staged(now, gone, &mut busy);
@@ -504,7 +524,11 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                 Err(e) => tracing::warn!(port = %slot.name, "receive: {e}"),
             }
         }
-        let now = self.clock.now().max(self.bridge_time);
+        // Departures up to the instant the ports were read, not a later one: a frame that
+        // reached a ring after the reads is stamped after that instant, and the bridge's time
+        // must not pass it before it is read (it would be handed over late; see
+        // `super::stage`). What falls due meanwhile is sent by the next iteration, at once.
+        let now = now.max(self.bridge_time);
         self.bridge_time = now;
         busy |= transmit(
             &mut self.bridge,
@@ -595,6 +619,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             let Some((_, mut frame)) = stage.pop_due(now) else {
                 return;
             };
+            stage.note_late(t.saturating_since(due));
             self.bridge
                 .handle_frame_buf(t, PortId(i as u16), &mut frame);
             stage.recycle(frame);

@@ -477,6 +477,18 @@ fn port_stage(e: &mut Exposition, st: &Map<String, Value>, l: &[(&str, &str)]) {
             count(key),
         );
     }
+    e.counter(
+        "cpswitch_port_ingress_stage_late_frames_total",
+        "Frames handed to the bridge after their delivery instant (the bridge had run past it).",
+        l,
+        count("late"),
+    );
+    e.gauge(
+        "cpswitch_port_ingress_stage_late_max_seconds",
+        "Largest shift of a late frame's arrival onto the bridge's time.",
+        l,
+        count("late_max_ns") as f64 / 1e9,
+    );
     e.gauge(
         "cpswitch_port_ingress_stage_queued_bytes",
         "Octets the ingress link-rate stage holds.",
@@ -646,7 +658,8 @@ mod tests {
                                    "stage": {"staged": 9, "held": 4, "delay_total_ns": 22500000,
                                              "delay_max_ns": 250000, "overflow_drops": 2,
                                              "down_drops": 0, "queued_bytes": 3000,
-                                             "queued_max_bytes": 9000}}}],
+                                             "queued_max_bytes": 9000, "late": 2,
+                                             "late_max_ns": 1500}}}],
             "queues": [{"port": "p1", "priority": 3, "kind": "output", "bytes": 10,
                         "max_bytes": 150000, "drops": 2, "frames": 1, "peak_bytes": 9000,
                         "enqueued": 7}]
@@ -677,6 +690,10 @@ mod tests {
             "cpswitch_port_ingress_stage_drops_total{port=\"p1\",reason=\"overflow\"} 2\n"
         ));
         assert!(text.contains("cpswitch_port_ingress_stage_queued_bytes{port=\"p1\"} 3000\n"));
+        assert!(text.contains("cpswitch_port_ingress_stage_late_frames_total{port=\"p1\"} 2\n"));
+        assert!(
+            text.contains("cpswitch_port_ingress_stage_late_max_seconds{port=\"p1\"} 0.0000015\n")
+        );
         assert!(text.contains("cpswitch_port_drops_total{port=\"p1\",reason=\"input_full\"} 2\n"));
         assert!(text.contains("# TYPE cpswitch_port_pause_asserted gauge\n"));
         assert!(text.contains("cpswitch_port_pause_asserted{port=\"p1\",priority=\"3\"} 1\n"));

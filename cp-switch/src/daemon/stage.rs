@@ -45,7 +45,15 @@
 //! The driver hands the due frames of all ports to the bridge in `d_i` order, each at
 //! `max(d_i, the bridge's latest time)`, and before each lets the bridge transmit what is due
 //! up to `d_i`: arrivals and departures interleave as on a real switch, however late the loop
-//! itself ran.
+//! itself ran. That holds only if every frame that arrived before the bridge's time was read
+//! before the bridge's time moved: a frame still in the kernel's ring when the loop transmits
+//! at `now` is handed over later at the bridge's time, not its own, with the departures it
+//! should have preceded already gone. After a stall the ring holds more than one batch, and
+//! handing each batch's arrivals over before reading the next once collapsed the rest of a
+//! stalled millisecond onto one instant (hundreds of frames, the output queue filled and
+//! dropping at that instant, a burst of the deepest CNMs). So the loop reads a staged port
+//! until its ring is empty (up to a ring's worth) before it releases anything, and a frame
+//! that is late nonetheless is counted (`late`, `late_max_ns`; [`LinkStage::note_late`]).
 //!
 //! The stage delay of a frame is `d_i − a_i`, the time the link's rate adds to the frame's
 //! arrival; the report ([`StageStats`], `stats` → `ports[].ingress.stage`) gives the frames
@@ -113,6 +121,14 @@ pub struct StageStats {
     pub queued_bytes: u64,
     /// Most octets held at once.
     pub queued_max_bytes: u64,
+    /// Frames handed to the bridge after their delivery instant, because the bridge's time
+    /// had already passed it (see [`LinkStage::note_late`]): their arrival was moved later,
+    /// onto the bridge's time, and departures that should have come after it came before.
+    pub late: u64,
+    /// Sum of those shifts (ns).
+    pub late_total_ns: u64,
+    /// Largest such shift (ns).
+    pub late_max_ns: u64,
 }
 
 /// A frame in the stage: when the link delivers it, and its octets.
@@ -245,6 +261,19 @@ impl LinkStage {
         let h = self.fifo.pop_front()?;
         self.stats.queued_bytes -= h.frame.len() as u64;
         Some((h.due, h.frame))
+    }
+
+    /// The frame last taken with [`LinkStage::pop_due`] reached the bridge `by` after its
+    /// delivery instant: the bridge's time had already moved past it (a frame the loop read
+    /// only after it had let the bridge run on). The loop reads every frame waiting on a
+    /// staged port before it moves the bridge's time, so this counts what that bound could
+    /// not prevent; a run that has many is not the network it emulates.
+    pub fn note_late(&mut self, by: Duration) {
+        if by > Duration::ZERO {
+            self.stats.late += 1;
+            self.stats.late_total_ns = self.stats.late_total_ns.saturating_add(by.as_nanos());
+            self.stats.late_max_ns = self.stats.late_max_ns.max(by.as_nanos());
+        }
     }
 
     /// A buffer to copy later frames into.

@@ -287,13 +287,30 @@ pub fn stage_note(run: &RunData) -> Option<String> {
         .map(|(p, s)| (p.port.as_str(), s.delay_max_ns))
         .max_by_key(|x| x.1)
         .unwrap_or(("?", 0));
-    Some(format!(
+    let mut note = format!(
         "note: ingress stage: {held} of {staged} frames ({:.2} %) held back to their links' \
          rate, mean delay {:.1} µs, max {:.1} µs (at {worst}), {drops} dropped",
         held as f64 * 100.0 / staged as f64,
         total as f64 / staged as f64 / 1e3,
         max as f64 / 1e3,
-    ))
+    );
+    // Frames the switch read only after its bridge had run past them (cp-switch
+    // `daemon::stage`): their arrival moved later by up to this much.
+    let late: u64 = stages.iter().map(|(_, s)| s.late).sum();
+    if late > 0 {
+        let (worst, max) = stages
+            .iter()
+            .map(|(p, s)| (p.port.as_str(), s.late_max_ns))
+            .max_by_key(|x| x.1)
+            .unwrap_or(("?", 0));
+        note.push_str(&format!(
+            "; {late} ({:.2} %) reached the bridge after their instant, by at most {:.1} µs \
+             (at {worst})",
+            late as f64 * 100.0 / staged as f64,
+            max as f64 / 1e3,
+        ));
+    }
+    Some(note)
 }
 
 /// CPU saturation, per process or core: one failure per name busy above the limit on average.
@@ -659,6 +676,7 @@ mod tests {
             delay_total_ns: 6_000_000,
             delay_max_ns: 80_000,
             drops: 0,
+            ..IngressStage::default()
         });
         run.fidelity.ingress[1].stage = Some(IngressStage {
             staged: 3000,
@@ -672,6 +690,19 @@ mod tests {
             v.warnings[1],
             "note: ingress stage: 250 of 4000 frames (6.25 %) held back to their links' rate, \
              mean delay 1.5 µs, max 80.0 µs (at sw0 h0), 1 dropped"
+        );
+        // Frames late at the bridge: 10 + 30 of 4000 (1.00 %), the worst 2.5 µs at sw0 h1.
+        if let Some(s) = run.fidelity.ingress[0].stage.as_mut() {
+            (s.late, s.late_max_ns) = (10, 700);
+        }
+        if let Some(s) = run.fidelity.ingress[1].stage.as_mut() {
+            (s.late, s.late_max_ns) = (30, 2_500);
+        }
+        assert_eq!(
+            stage_note(&run).unwrap(),
+            "note: ingress stage: 250 of 4000 frames (6.25 %) held back to their links' rate, \
+             mean delay 1.5 µs, max 80.0 µs (at sw0 h0), 1 dropped; 40 (1.00 %) reached the \
+             bridge after their instant, by at most 2.5 µs (at sw0 h1)"
         );
         // No stage (off, or an older switch): no note.
         run.fidelity.ingress[0].stage = None;

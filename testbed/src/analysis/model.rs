@@ -663,6 +663,13 @@ pub struct IngressStage {
     pub delay_max_ns: u64,
     /// Frames the stage dropped (full, or its port went down).
     pub drops: u64,
+    /// Frames handed to the bridge after their delivery instant, the bridge's time having
+    /// passed it (cp-switch `late`): their arrival was moved later.
+    #[serde(default)]
+    pub late: u64,
+    /// Largest such shift (ns).
+    #[serde(default)]
+    pub late_max_ns: u64,
 }
 
 /// Everything known about one run.

@@ -51,17 +51,40 @@ impl Lab {
     /// As [`Lab::start`], with the ingress link-rate stage on, frames arriving when the loop
     /// reads them (the pipes' stamps are not on the warped clock).
     fn start_staged(ports: &[&str], clock: WarpClock) -> Lab {
-        Self::start_with(ports, clock, Arc::new(AtomicBool::new(false)), true)
+        let term = Arc::new(AtomicBool::new(false));
+        Self::start_with(ports, clock, term, Some(Arrivals::ReadTime), |_| {}, None)
+    }
+
+    /// As [`Lab::start_staged`], frames arriving at their pipe stamps (on the warped clock),
+    /// after `preload` has given the hosts' ends their first frames; the clock moves on by
+    /// `lead` once the switch exists, so the loop finds them all waiting on its first look,
+    /// `lead` after its start.
+    fn start_stamped(
+        ports: &[&str],
+        clock: WarpClock,
+        lead: Duration,
+        preload: impl FnOnce(&mut [Option<PipePort>]),
+    ) -> Lab {
+        let term = Arc::new(AtomicBool::new(false));
+        let arrivals = Some(Arrivals::LoopStamps);
+        Self::start_with(ports, clock, term, arrivals, preload, Some(lead))
     }
 
     /// Ports given without `cnd=` face CN-aware stations that do not speak LLDP
     /// (`interior-ready`): these tests are about the loop, and an `auto` port's LLDPDUs would
     /// be extra frames on every pipe (the test of `auto` ports asks for them explicitly).
     fn start_with_term(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>) -> Lab {
-        Self::start_with(ports, clock, term, false)
+        Self::start_with(ports, clock, term, None, |_| {}, None)
     }
 
-    fn start_with(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>, staged: bool) -> Lab {
+    fn start_with(
+        ports: &[&str],
+        clock: WarpClock,
+        term: Arc<AtomicBool>,
+        staged: Option<Arrivals>,
+        preload: impl FnOnce(&mut [Option<PipePort>]),
+        lead: Option<Duration>,
+    ) -> Lab {
         let args = RunArgs {
             ports: ports
                 .iter()
@@ -99,11 +122,15 @@ impl Lab {
             std::time::Duration::from_millis(1),
         )
         .unwrap();
+        preload(&mut hosts);
         let (c, t) = (clock.clone(), term.clone());
         let thread = std::thread::spawn(move || {
-            let mut dp = Dataplane::new(bridge, ends, reopener, c, req_rx);
-            if staged {
-                dp = dp.with_ingress_stage(Arrivals::ReadTime);
+            let mut dp = Dataplane::new(bridge, ends, reopener, c.clone(), req_rx);
+            if let Some(arrivals) = staged {
+                dp = dp.with_ingress_stage(arrivals);
+            }
+            if let Some(d) = lead {
+                c.advance(d);
             }
             let r = dp.run(&t);
             dp.finish();
@@ -288,6 +315,76 @@ fn the_ingress_stage_spaces_a_burst_by_the_wire_time() {
     // The unshaped port has a stage that passes its frames straight on.
     let v = lab.ctl("stats");
     assert_eq!(v["ports"][1]["ingress"]["stage"]["staged"], 0);
+    lab.stop();
+}
+
+/// A stalled millisecond: 200 frames wait on a staged port when the loop first looks, three
+/// batches and more, stamped 8 µs apart (1000 octets at 1 Gb/s: the link's own pace), all of
+/// them due by now. Each must reach the bridge at its own instant, none after the bridge's
+/// time has run on to `now`: the loop reads the whole ring before it releases anything. Read
+/// a batch at a time, the 136 frames after the first batch were handed over at `now`
+/// together (`late`), and the departures between them were gone.
+#[test]
+fn a_stalled_ring_is_read_whole_before_the_bridge_moves_on() {
+    let at = |k: u64| (T0 + Duration::from_micros(8 * k)).as_nanos();
+    let lead = Duration::from_millis(2);
+    let mut lab = Lab::start_stamped(
+        &["p1,rate=1gbit", "p2"],
+        WarpClock::stopped(T0),
+        lead,
+        |hosts| {
+            let h = hosts[0].as_mut().unwrap();
+            for k in 0..200u64 {
+                let f = frame(2, 1, 1000, k as u8);
+                assert!(h.send_stamped(&f, at(k)).unwrap(), "the pipe holds 256");
+            }
+        },
+    );
+    for k in 0..200u64 {
+        assert_eq!(recv_one(lab.host(1))[14], k as u8, "in order");
+    }
+    let p = lab.until_port(0, |p| p["rx_frames"] == 200);
+    let st = &p["ingress"]["stage"];
+    assert_eq!(st["staged"], 200, "{p}");
+    assert_eq!(st["held"], 0, "every frame was due when read: {p}");
+    assert_eq!(st["late"], 0, "{p}");
+    assert_eq!(st["late_max_ns"], 0, "{p}");
+    lab.stop();
+}
+
+/// A frame that reaches a staged port only after the bridge ran past its stamp (as one left in
+/// a ring beyond what the loop reads at once) is handed over at the bridge's time, and counted
+/// with how late it was.
+#[test]
+fn a_frame_read_after_the_bridge_ran_past_it_is_counted_late() {
+    let lead = Duration::from_millis(1);
+    let now = T0 + lead;
+    let mut lab = Lab::start_stamped(
+        &["p1,rate=1gbit", "p2,rate=1gbit", "p3"],
+        WarpClock::stopped(T0),
+        lead,
+        |_| {},
+    );
+    // Through p1 at `now`: the bridge's time is `now` once it is forwarded.
+    assert!(lab
+        .host(0)
+        .send_stamped(&frame(3, 1, 100, 1), now.as_nanos())
+        .unwrap());
+    assert_eq!(recv_one(lab.host(2))[14], 1);
+    // Through p2, stamped 500 µs before that.
+    let early = now - Duration::from_micros(500);
+    assert!(lab
+        .host(1)
+        .send_stamped(&frame(3, 2, 100, 2), early.as_nanos())
+        .unwrap());
+    assert_eq!(recv_one(lab.host(2))[14], 2);
+    let p = lab.until_port(1, |p| p["rx_frames"] == 1);
+    let st = &p["ingress"]["stage"];
+    assert_eq!(st["late"], 1, "{p}");
+    assert_eq!(st["late_max_ns"], 500_000, "{p}");
+    assert_eq!(st["late_total_ns"], 500_000, "{p}");
+    let v = lab.ctl("stats");
+    assert_eq!(v["ports"][0]["ingress"]["stage"]["late"], 0);
     lab.stop();
 }
 

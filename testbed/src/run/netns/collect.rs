@@ -310,6 +310,8 @@ fn collect_ingress(run: &mut RunData, stats: &BTreeMap<String, Value>) {
                     delay_total_ns: n("delay_total_ns"),
                     delay_max_ns: n("delay_max_ns"),
                     drops: n("overflow_drops") + n("down_drops"),
+                    late: n("late"),
+                    late_max_ns: n("late_max_ns"),
                 }
             });
             // Frames the stage dropped never reached the bridge: drops outside the
