@@ -21,6 +21,7 @@
 //!
 //! [host.h0]
 //! mac = "02:00:00:00:01:00"      # default 02:00:00:00:01:NN (declaration index)
+//! poll_grid = "5us"              # default none: polled when due (see HostNode::with_poll_grid)
 //! [host.h0.agent]                # rp_agent::AgentConfig fields; line_rate defaults to the
 //! rp = { rpg_ai_rate = "5mbit" } # host's link rate, mac to the host's MAC
 //!
@@ -277,9 +278,16 @@ impl HostFile {
             .map(AgentSpec::from_table)
             .transpose()
             .map_err(|e| settings_err("agent", e))?;
+        if self.poll_grid == Some(Duration::ZERO) {
+            return Err((
+                "poll_grid".into(),
+                "must be positive (leave it out for none)".into(),
+            ));
+        }
         Ok(HostSpec {
             mac: self.mac,
             agent,
+            poll_grid: self.poll_grid,
         })
     }
 }
@@ -291,6 +299,8 @@ pub struct HostSpec {
     pub mac: Option<EthernetAddress>,
     /// `[host.NAME.agent]`, typed by the parser; `None` when the file has no such table.
     pub agent: Option<AgentSpec>,
+    /// The host is polled on this grid only ([`HostNode::with_poll_grid`]); `None`: when due.
+    pub poll_grid: Option<Duration>,
 }
 
 impl HostSpec {
@@ -307,6 +317,8 @@ struct HostFile {
     mac: Option<EthernetAddress>,
     #[serde(default)]
     agent: Option<toml::Table>,
+    #[serde(default)]
+    poll_grid: Option<Duration>,
 }
 
 /// `[[link]]`.
@@ -1227,8 +1239,13 @@ impl Topology {
             }
             let flows = flows_by_host.remove(name).unwrap_or_default();
             let tcp = tcp_by_host.remove(name);
+            let grid = h.poll_grid;
             let id = b.host(name.clone(), move |rng, _| {
                 let host = HostNode::new(cfg, mac, rng, flows).map_err(|e| e.to_string())?;
+                let host = match grid {
+                    Some(g) => host.with_poll_grid(g),
+                    None => host,
+                };
                 Ok(match tcp {
                     Some(t) => host.with_tcp(t),
                     None => host,

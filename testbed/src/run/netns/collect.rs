@@ -289,6 +289,17 @@ pub fn collect(
         "netns run at time scale S = {} (rates ÷ S, loop times × S), schedule × {:.3}",
         k.rate_div, k.sched_mul
     ));
+    // A simulator setting: the real hosts' timing is the machine's.
+    let grids: Vec<&str> = (sc.topo.host.iter())
+        .filter(|(_, h)| h.poll_grid.is_some())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !grids.is_empty() {
+        run.warnings.push(format!(
+            "note: poll_grid of {} applies in the simulator only (a twin runs with it)",
+            grids.join(", ")
+        ));
+    }
 }
 
 /// Each switch port's ingress burst measure, from the switches' final `stats`.
