@@ -100,6 +100,110 @@ pub struct AgentStats {
     pub events_lost: u64,
     /// Frame buffers allocated (constant in steady state).
     pub buffers_allocated: u64,
+    /// Frames sent up after their instant: later than their pacers (line, and the flow's
+    /// limiter) and any PAUSE let them start ([`TxLateness`]).
+    pub tx_late_frames: u64,
+    /// Median lateness of the frames sent up, on time ones included (ns, the upper bound of
+    /// its [`TxLateness`] bucket).
+    pub tx_late_p50_ns: u64,
+    /// 99th percentile of the same (ns).
+    pub tx_late_p99_ns: u64,
+    /// Largest lateness (ns).
+    pub tx_late_max_ns: u64,
+}
+
+/// How late the frames sent up left: for each frame, `now − due`, where `due` is the instant
+/// its pacers and PAUSE let it start (the line's `next_free`, the flow limiter's, the end of a
+/// PAUSE) and `now` the poll that sent it. The core sends a frame as soon as it is polled
+/// after `due`; what is left is the driver's timing: zero in the simulator, whose hosts are
+/// polled at their instants (unless on a poll grid), and in a daemon the lateness of its loop's
+/// wake-ups and turns. The pacers' `catch_up` back-dates such a frame, so the long-run rate
+/// holds, but its neighbours see it late and with others: the emulated sender is burstier than
+/// the one it stands for, and a congestion point answers that with deeper feedback
+/// (`testbed::sim::host` measures how much).
+///
+/// A log-linear histogram: exact below 4 ns, then four buckets per power of two (each at most
+/// 25 % wide), up to 2^40 ns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxLateness {
+    buckets: [u64; TxLateness::BUCKETS],
+    count: u64,
+    late: u64,
+    max_ns: u64,
+}
+
+impl Default for TxLateness {
+    fn default() -> Self {
+        TxLateness {
+            buckets: [0; TxLateness::BUCKETS],
+            count: 0,
+            late: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+impl TxLateness {
+    const BUCKETS: usize = 4 + 4 * 39;
+
+    /// The bucket of `ns`.
+    fn index(ns: u64) -> usize {
+        if ns < 4 {
+            return ns as usize;
+        }
+        let k = 63 - ns.leading_zeros() as usize; // floor(log2 ns) >= 2
+        let m = ((ns >> (k - 2)) & 3) as usize;
+        (4 + 4 * (k - 2) + m).min(Self::BUCKETS - 1)
+    }
+
+    /// The largest value of bucket `i`.
+    fn upper(i: usize) -> u64 {
+        if i < 4 {
+            return i as u64;
+        }
+        let (k, m) = ((i - 4) / 4 + 2, (i - 4) % 4);
+        ((5 + m as u64) << (k - 2)) - 1
+    }
+
+    /// One frame sent `ns` after its instant.
+    pub fn record(&mut self, ns: u64) {
+        self.buckets[Self::index(ns)] += 1;
+        self.count += 1;
+        self.late += u64::from(ns > 0);
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Frames recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Frames that left after their instant.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// The largest lateness recorded.
+    pub fn max_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    /// The `q` quantile (0..=1) as the upper bound of its bucket, never above the largest
+    /// value recorded; 0 when nothing was recorded.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Self::upper(i).min(self.max_ns);
+            }
+        }
+        self.max_ns
+    }
 }
 
 /// One flow as shown by `ctl show flows`.
@@ -260,4 +364,52 @@ pub enum Event {
         /// Largest pause time, in quanta (0 = resume).
         quanta: u16,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxLateness;
+
+    /// Hand-computed buckets: 0-3 exact; 4 = 100b → [4, 5); 13 = 1101b: k = 3, the two bits
+    /// after the leading one are 10 → [12, 14); 1000 = 1111101000b: k = 9, bits 11 →
+    /// [896, 1024).
+    #[test]
+    fn buckets_are_log_linear() {
+        for (ns, idx, upper) in [
+            (0u64, 0usize, 0u64),
+            (3, 3, 3),
+            (4, 4, 4),
+            (13, 10, 13),
+            (1000, 35, 1023),
+        ] {
+            assert_eq!(TxLateness::index(ns), idx, "{ns}");
+            assert_eq!(TxLateness::upper(idx), upper, "{ns}");
+        }
+        // Every value falls in a bucket whose range holds it.
+        for ns in (0..5000).chain([u64::MAX / 2, u64::MAX]) {
+            let i = TxLateness::index(ns);
+            assert!(
+                ns <= TxLateness::upper(i) || i == TxLateness::BUCKETS - 1,
+                "{ns}"
+            );
+            assert!(i == 0 || ns > TxLateness::upper(i - 1), "{ns}");
+        }
+    }
+
+    /// 98 frames on time, one 1000 ns late and one 50 000 ns late: the median is 0, the 99th
+    /// percentile (rank 99) the bucket of 1000 (up to 1023), the largest 50 000.
+    #[test]
+    fn quantiles_over_every_frame() {
+        let mut l = TxLateness::default();
+        assert_eq!(l.quantile_ns(0.99), 0);
+        for _ in 0..98 {
+            l.record(0);
+        }
+        l.record(1000);
+        l.record(50_000);
+        assert_eq!((l.count(), l.late(), l.max_ns()), (100, 2, 50_000));
+        assert_eq!(l.quantile_ns(0.5), 0);
+        assert_eq!(l.quantile_ns(0.99), 1023);
+        assert_eq!(l.quantile_ns(1.0), 50_000);
+    }
 }

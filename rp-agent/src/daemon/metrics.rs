@@ -121,6 +121,10 @@ pub const AGENT: &[Field] = &[
     ("limited_flows", "rpagent_limited_flows", None, false, "Flows rate limited now."),
     ("events_lost", "rpagent_events_lost_total", None, true, "Trace events lost because the event log was full."),
     ("buffers_allocated", "rpagent_buffers_allocated_total", None, true, "Frame buffers allocated (constant in steady state)."),
+    ("tx_late_frames", "rpagent_tx_late_frames_total", None, true, "Frames sent up after their pacers and PAUSE let them start."),
+    ("tx_late_p50_ns", "rpagent_tx_late_p50_seconds", None, false, "Median lateness of the frames sent up (on time ones included)."),
+    ("tx_late_p99_ns", "rpagent_tx_late_p99_seconds", None, false, "99th percentile of the lateness of the frames sent up."),
+    ("tx_late_max_ns", "rpagent_tx_late_max_seconds", None, false, "Largest lateness of a frame sent up."),
 ];
 
 /// Per-flow fields: key, family, counter (else gauge), HELP.
@@ -206,6 +210,9 @@ pub fn render(stats: &Value, flows: &Value) -> Result<String, String> {
         let l: Vec<(&str, &str)> = reason.iter().map(|r| ("reason", *r)).collect();
         if *counter {
             e.counter(name, help, &l, v);
+        } else if key.ends_with("_ns") {
+            // Nanoseconds in `stats`, seconds in the exposition (its base unit).
+            e.gauge(name, help, &l, v as f64 / 1e9);
         } else {
             e.gauge(name, help, &l, v as f64);
         }

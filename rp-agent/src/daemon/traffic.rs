@@ -738,6 +738,14 @@ impl GenReport {
                     "cnm_rx": stats.cnm_rx,
                     "backpressure": stats.host_backpressure,
                     "unsent": unsent,
+                    // How late the agent's frames left after their instants (its loop's
+                    // timing; `rp_agent::stats::TxLateness`).
+                    "tx_late": {
+                        "frames": stats.tx_late_frames,
+                        "p50_ns": stats.tx_late_p50_ns,
+                        "p99_ns": stats.tx_late_p99_ns,
+                        "max_ns": stats.tx_late_max_ns,
+                    },
                     "uplink": {
                         "tx_frames": port.tx_frames,
                         "tx_errors": port.tx_errors,

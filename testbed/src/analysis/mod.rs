@@ -53,6 +53,6 @@ pub mod twin;
 
 pub use model::{
     Bottleneck, Event, FidelityInputs, FlowSeries, IngressBurst, IngressStage, LinkSpec, Marker,
-    QueueSeries, RunData, RunMeta,
+    QueueSeries, RunData, RunMeta, SenderLateness,
 };
 pub use summary::{analyze, Analysis, AnalysisOptions, Summary};

@@ -630,6 +630,28 @@ pub struct FidelityInputs {
     /// explained ([`crate::analysis::fidelity`]).
     #[serde(default)]
     pub held_back: Vec<(String, f64)>,
+    /// How late each generator's agent sent its frames after their pacers' instants (the
+    /// hosts process's timing, `rp_agent::stats::TxLateness`).
+    #[serde(default)]
+    pub sender_lateness: Vec<SenderLateness>,
+}
+
+/// One generator's send timing (`rp-agent gen` report → `end.tx_late`), in wall-clock time.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SenderLateness {
+    /// The flow.
+    pub flow: String,
+    /// Frames sent after their instant.
+    pub late_frames: u64,
+    /// Median lateness over every frame sent (ns).
+    pub p50_ns: u64,
+    /// 99th percentile of the lateness over every frame sent (ns).
+    pub p99_ns: u64,
+    /// Largest lateness (ns).
+    pub max_ns: u64,
+    /// One of the flow's frames on its sender's line at the emulated (scaled) rate (ns):
+    /// the yardstick of the lateness.
+    pub frame_time_ns: u64,
 }
 
 /// One switch port's ingress burst measure (cp-switch `stats` → `ports[].ingress`): frames

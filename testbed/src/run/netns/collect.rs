@@ -24,7 +24,7 @@ use super::super::world::Scaling;
 use super::daemons::SinkProc;
 use super::endpoints::{ClientProc, GenProc};
 use crate::analysis::trace::{read_trace_file, TraceOptions};
-use crate::analysis::{IngressBurst, IngressStage, RunData};
+use crate::analysis::{IngressBurst, IngressStage, RunData, SenderLateness};
 use crate::run::{incast, iperf};
 use crate::scenario::graph::Graph;
 use crate::scenario::Scenario;
@@ -161,6 +161,18 @@ struct GenEnd {
     /// Frames the generator handed to its agent that the agent still held when its drain
     /// ended (counted in the generator's frames, never sent).
     unsent: u64,
+    /// How late its agent sent the frames (absent from older reports).
+    tx_late: Option<GenLate>,
+}
+
+/// `end.tx_late` of a generator report.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct GenLate {
+    frames: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -367,6 +379,24 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
             .uplink(&f.src)
             .map(|li| k.rate(sc.topo.link[li].rate))
             .unwrap_or(0.0);
+        if let Some(l) = &doc.end.tx_late {
+            // The flow's frame with the agent's tags (802.1Q, CN-TAG: 8 octets) and the
+            // line's FCS, preamble and gap (24), on the sender's line.
+            let wire_bits = (f.frame_len as f64 + 32.0) * 8.0;
+            let frame_time_ns = if line_rate > 0.0 {
+                (wire_bits / line_rate * 1e9).round() as u64
+            } else {
+                0
+            };
+            run.fidelity.sender_lateness.push(SenderLateness {
+                flow: name.clone(),
+                late_frames: l.frames,
+                p50_ns: l.p50_ns,
+                p99_ns: l.p99_ns,
+                max_ns: l.max_ns,
+                frame_time_ns,
+            });
+        }
         // Generator flows only (TCP and UDP flows are iperf3's).
         let pattern: Option<Pattern> = match f.kind {
             FlowKind::Gen(p) => Some(p),
