@@ -7,31 +7,12 @@ use cnm_proto::{Duration, Instant};
 use testbed::sim::engine::SharedBuf;
 use testbed::sim::topo::Topology;
 
+mod common;
+
 /// Two greedy 10 Gb/s senders into one 10 Gb/s port, standard QCN; `host_extra` is added to
 /// each sender's `[host]` table.
 fn dumbbell(host_extra: &str) -> String {
-    let mut t = String::from(
-        r#"
-        seed = 2
-        duration = "20ms"
-        [switch.sw0.bridge]
-        buffers = { output = "150KB", on_output_full = "drop" }
-        cp = { cp_queue_set_point = "33KB" }
-        [host.r0]
-        [[link]]
-        a = "sw0"
-        b = "r0"
-        rate = "10gbit"
-        delay = "12.5us"
-        "#,
-    );
-    for i in 0..2 {
-        t.push_str(&format!(
-            "[host.h{i}]\n{host_extra}\n[[link]]\na = \"h{i}\"\nb = \"sw0\"\nrate = \"10gbit\"\n\
-             delay = \"12.5us\"\n[[flow]]\nsrc = \"h{i}\"\ndst = \"r0\"\npattern = \"greedy\"\n"
-        ));
-    }
-    t
+    common::sim::greedy_dumbbell(2, "20ms", 2, host_extra)
 }
 
 /// The instants (ns) at which h0 started each frame it put on its link, over 20 ms.

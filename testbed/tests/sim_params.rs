@@ -7,32 +7,12 @@
 use cnm_proto::{Duration, Instant, Rate};
 use testbed::sim::topo::Topology;
 
+mod common;
+
 /// Four greedy 10 Gb/s senders into one 10 Gb/s port (the FQCN paper's dumbbell, standard
 /// QCN, Qeq 33 KB), `events` appended.
 fn dumbbell(events: &str) -> String {
-    let mut t = String::from(
-        r#"
-        seed = 4
-        duration = "400ms"
-        [switch.sw0.bridge]
-        buffers = { output = "150KB", on_output_full = "drop" }
-        cp = { cp_queue_set_point = "33KB" }
-        [host.r0]
-        [[link]]
-        a = "sw0"
-        b = "r0"
-        rate = "10gbit"
-        delay = "12.5us"
-        "#,
-    );
-    for i in 0..4 {
-        t.push_str(&format!(
-            "[host.h{i}]\n[[link]]\na = \"h{i}\"\nb = \"sw0\"\nrate = \"10gbit\"\ndelay = \"12.5us\"\n\
-             [[flow]]\nsrc = \"h{i}\"\ndst = \"r0\"\npattern = \"greedy\"\n"
-        ));
-    }
-    t.push_str(events);
-    t
+    common::sim::greedy_dumbbell(4, "400ms", 4, "") + events
 }
 
 /// Mean occupancy of the bottleneck's priority-3 output queue over [from, to), sampled every

@@ -4,6 +4,7 @@
 
 pub mod netns;
 pub mod repro;
+pub mod sim;
 pub mod switch_lab;
 
 /// Every `.pcap` file a run wrote under `dir` (`testbed::run::files_under`).
