@@ -1,7 +1,12 @@
 //! The fidelity check tells the truth (root only): a netns run starved of CPU on purpose (every
 //! process of the lab pinned to one CPU, the dumbbell at S = 10, where even two CPUs do not
 //! suffice) must not come out faithful, must report the share of frames that reached the
-//! switch faster than its links allow, and its simulator twin must disagree with it.
+//! switch faster than its links allow, must fail the senders' timing (generators sharing one
+//! CPU with the switch send their frames well over half a frame time late), and must run its
+//! simulator twin and judge every metric against it. Whether the twin's metrics disagree is
+//! the run's outcome, not a property of starvation: with the switch's ingress stage
+//! restoring the links' timing, a starved run's utilization and Jain's index have landed
+//! within the twin's limits while its senders were 1.67 frame times late at the median.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -70,12 +75,21 @@ fn a_cpu_starved_run_is_not_faithful() {
     );
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("faster than their links"), "{report}");
-    // The twin ran on the same scenario and seed and disagrees beyond its limits.
+    // The senders' timing is one of the reasons, not a note.
+    let warnings = s["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.starts_with("senders' timing:"))),
+        "{text}"
+    );
+    // The twin ran on the same scenario and seed and judged every metric.
     let twin = &s["twin"];
-    assert_eq!(twin["faithful"], false, "{text}");
+    assert!(twin["faithful"].is_boolean(), "{text}");
     let metrics = twin["metrics"].as_array().unwrap();
     assert!(metrics.iter().any(|m| m["metric"] == "utilization sw0-r0"));
-    assert!(metrics.iter().any(|m| m["ok"] == false), "{text}");
+    assert!(metrics.iter().any(|m| m["metric"] == "Jain"));
+    assert!(metrics.iter().all(|m| m["ok"].is_boolean()), "{text}");
     assert!(report.contains("## Twin"), "{report}");
     let sim: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("twin-sim").join("summary.json")).unwrap(),
