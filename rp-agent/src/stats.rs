@@ -128,7 +128,6 @@ pub struct AgentStats {
 pub struct TxLateness {
     buckets: [u64; TxLateness::BUCKETS],
     count: u64,
-    late: u64,
     max_ns: u64,
 }
 
@@ -137,7 +136,6 @@ impl Default for TxLateness {
         TxLateness {
             buckets: [0; TxLateness::BUCKETS],
             count: 0,
-            late: 0,
             max_ns: 0,
         }
     }
@@ -169,7 +167,6 @@ impl TxLateness {
     pub fn record(&mut self, ns: u64) {
         self.buckets[Self::index(ns)] += 1;
         self.count += 1;
-        self.late += u64::from(ns > 0);
         self.max_ns = self.max_ns.max(ns);
     }
 
@@ -180,7 +177,8 @@ impl TxLateness {
 
     /// Frames that left after their instant.
     pub fn late(&self) -> u64 {
-        self.late
+        // Bucket 0 holds exactly the frames on time.
+        self.count - self.buckets[0]
     }
 
     /// The largest lateness recorded.

@@ -20,8 +20,9 @@
 //! process on a real machine is. [`HostNode::with_poll_grid`] makes the host's timers fire only
 //! at multiples of a period `g` (a timer due at `t` fires at `⌈t/g⌉·g`; frames for the host
 //! are still taken when they arrive, and the frames a late wake-up lets go leave back to back
-//! as the link takes them, as a daemon's burst leaves through its ring): the agent's pacers then back-date the late start
-//! (`catch_up`, as in the daemon), and every host on the same grid sends at the same instants,
+//! as the link takes them, as a daemon's burst leaves through its ring): the agent's pacers
+//! then back-date the late start (`catch_up`, as in the daemon), and every host on the same
+//! grid sends at the same instants,
 //! as the hosts of one `rp-agent hosts` loop do, whose wake-ups come in quanta (its
 //! `PACE_QUANTUM`) and late. It measures how much of a namespace run's congestion feedback
 //! comes from its senders' timing. On the built-in dumbbell (4 greedy flows, 10 Gb/s, seed 1;
