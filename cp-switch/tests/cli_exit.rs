@@ -22,6 +22,24 @@ fn an_invalid_configuration_exits_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // What only the ingress stage applies, with the stage off (checked before any interface).
+    let out = cp_switch()
+        .args([
+            "--port",
+            "no-such-if0,stamps=on",
+            "--ingress-stage",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "port no-such-if0: ingress_delay and departure_stamps are applied by the ingress stage"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -32,8 +32,8 @@ use crate::tagger::{
 };
 use cnm_proto::rng::Rng;
 use cnm_proto::wire::{
-    self, cnm, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl, MacControlRepr,
-    RateFeedback, RateFeedbackRepr,
+    self, cnm, generated, walk, EtherType, EthernetAddress, FlowKey, L2Info, MacControl,
+    MacControlRepr, RateFeedback, RateFeedbackRepr,
 };
 use cnm_proto::{Instant, Rate};
 use std::collections::{HashMap, VecDeque};
@@ -541,6 +541,12 @@ impl Agent {
                 let host_len = head.len() - start;
                 let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 let (pcp, vid) = (f.key.priority, self.cfg.vid);
+                // When its pacers and PAUSE let this frame start (before they are charged).
+                let mut due = self.line.next_free().max(self.pause.until(pcp));
+                if f.rp.is_some() {
+                    due = due.max(f.pacer.next_free());
+                }
+                let stamp = self.cfg.departure_stamps;
                 let len;
                 let tagged = match layout {
                     Some(l) => tag_walked_in_place(head, start, l, pcp, vid, rpid),
@@ -549,6 +555,9 @@ impl Agent {
                 if let Some(untag) = tagged {
                     // The frame's own buffer goes up; a refused frame is put back untagged.
                     len = head.len();
+                    if stamp {
+                        generated::set_departure(head, due);
+                    }
                     if !tx(head) {
                         untag.restore(head);
                         self.ring.push_front(idx);
@@ -562,15 +571,13 @@ impl Agent {
                         self.txbuf.extend_from_slice(frame);
                     }
                     len = self.txbuf.len();
+                    if stamp {
+                        generated::set_departure(&mut self.txbuf, due);
+                    }
                     if !tx(&mut self.txbuf) {
                         self.ring.push_front(idx);
                         break 'send;
                     }
-                }
-                // When its pacers and PAUSE let this frame start (before they are charged).
-                let mut due = self.line.next_free().max(self.pause.until(pcp));
-                if f.rp.is_some() {
-                    due = due.max(f.pacer.next_free());
                 }
                 self.tx_late.record(now.saturating_since(due).as_nanos());
                 // The buffer left is the frame's or the spare `tx` swapped in for it.
@@ -1102,12 +1109,13 @@ mod tests {
         out
     }
 
-    /// Three 1000-octet frames handed over at t0 on a 1 Gb/s line (1000 + 4 + 20 = 1024
-    /// octets = 8192 ns each with the wire overhead): the first may start at t0, the second at
-    /// t0 + 8192, the third at t0 + 16384. Polled at t0 + 30 µs, all three leave then, 30 000,
-    /// 21 808 and 13 616 ns late (the catch-up back-dates them; their lateness is the poll's).
-    /// Then one frame polled on time: 0. Median of the four is the second smallest's bucket
-    /// (13 616 → [12 288, 14 336), upper 14 335), the 99th percentile the largest, 30 000.
+    /// Three 1000-octet frames handed over at t0 on a 1 Gb/s line, sent up with a 4-octet
+    /// priority tag (1004 + 4 + 20 = 1028 octets = 8224 ns each with the wire overhead): the
+    /// first may start at t0, the second at t0 + 8224, the third at t0 + 16 448. Polled at
+    /// t0 + 30 µs, all three leave then, 30 000, 21 776 and 13 552 ns late (the catch-up
+    /// back-dates them; their lateness is the poll's). Then one frame polled on time: 0.
+    /// Median of the four is the second smallest's bucket (13 552 → [12 288, 14 336), upper
+    /// 14 335), the 99th percentile the largest, 30 000.
     #[test]
     fn frames_sent_after_their_instant_are_counted_late() {
         let mut c = cfg(Rate::from_gbps(1));
@@ -1126,6 +1134,50 @@ mod tests {
         assert_eq!(s.tx_late_max_ns, 30_000);
         assert_eq!(s.tx_late_p50_ns, 14_335);
         assert_eq!(s.tx_late_p99_ns, 30_000);
+    }
+
+    /// The same three frames, generated ones (magic at the payload's start), with departure
+    /// stamps on: each carries the instant it could start (t0, t0 + 8224, t0 + 16 448 ns),
+    /// not the poll's t0 + 30 µs; a frame that is not generated is left as it was, and with
+    /// the stamps off nothing is written.
+    #[test]
+    fn departure_stamps_carry_each_frames_instant() {
+        let generated_frame = || {
+            let mut f = frame(PEER, 1000);
+            f[14..18].copy_from_slice(&generated::MAGIC.to_be_bytes());
+            f
+        };
+        let t0 = Instant::from_nanos(1_000_000);
+        let mut c = cfg(Rate::from_gbps(1));
+        c.catch_up = Duration::from_millis(1);
+        c.departure_stamps = true;
+        let mut a = Agent::new(c.clone(), Rng::new(1)).unwrap();
+        for _ in 0..3 {
+            a.handle_host(t0, &generated_frame()).unwrap();
+        }
+        a.handle_host(t0, &frame(PEER, 1000)).unwrap();
+        let out = send_all(&mut a, t0 + Duration::from_micros(30));
+        let stamps: Vec<_> = out.iter().map(|f| generated::departure(f)).collect();
+        assert_eq!(
+            stamps,
+            [
+                Some(t0),
+                Some(t0 + Duration::from_nanos(8224)),
+                Some(t0 + Duration::from_nanos(16_448)),
+                None
+            ]
+        );
+        // The stamp is the only change: the frame as sent up with the field cleared is the
+        // frame sent with the stamps off.
+        c.departure_stamps = false;
+        let mut b = Agent::new(c, Rng::new(1)).unwrap();
+        b.handle_host(t0, &generated_frame()).unwrap();
+        let plain = send_all(&mut b, t0 + Duration::from_micros(30));
+        assert_eq!(generated::departure(&plain[0]), None);
+        let mut first = out[0].clone();
+        let at = generated::departure_offset(&first).unwrap();
+        first[at..at + 8].fill(0);
+        assert_eq!(first, plain[0]);
     }
 
     fn send_all(a: &mut Agent, now: Instant) -> Vec<Vec<u8>> {

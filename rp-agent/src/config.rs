@@ -350,6 +350,12 @@ pub struct AgentConfig {
     /// paths lists them here (e.g. `["02:00:00:00:00:00"]`, the switches' `mac`). At most 256.
     #[serde(deserialize_with = "de_macs")]
     pub cnm_bridges: Vec<EthernetAddress>,
+    /// Write into every generated frame sent up (the project's generators' measurement
+    /// header, [`cnm_proto::wire::generated`]) the instant its line, pacers and PAUSE let it
+    /// start: the departure stamp an emulation's switch uses to place the frame where a
+    /// physical link would have, however late this process's loop sent it. Other frames are
+    /// left as they are. Default false; the testbed turns it on for its namespace hosts.
+    pub departure_stamps: bool,
 }
 
 impl Default for AgentConfig {
@@ -371,6 +377,7 @@ impl Default for AgentConfig {
             rp: RpParams::default(),
             event_capacity: 4096,
             cnm_bridges: Vec::new(),
+            departure_stamps: false,
         }
     }
 }

@@ -209,6 +209,7 @@ fn full_agent() -> AgentConfig {
         rp: full_rp(),
         event_capacity: 1000,
         cnm_bridges: vec![mac(0x20)],
+        departure_stamps: true,
     }
 }
 

@@ -29,6 +29,7 @@
 //! | [`rate_feedback`] | experimental explicit-rate feedback (0x88B5) | this project (non-standard) |
 //! | [`walk()`] | one pass over the L2 headers of a frame | — |
 //! | [`flow`] | flow key (MACs, VID, priority, RPID, IP 5-tuple) | RFC 791, RFC 8200 |
+//! | [`generated`] | generated test frames' measurement header and departure stamp | this project (non-standard) |
 //! | [`segment`] | `virtio_net_hdr`, TCP/IPv4 segmentation (TSO) and coalescing (GRO), checksums | RFC 791, 793, 1071, 3168 |
 
 use core::fmt;
@@ -37,6 +38,7 @@ pub mod cn_tag;
 pub mod cnm;
 pub mod ethernet;
 pub mod flow;
+pub mod generated;
 pub mod lldp;
 pub mod pause;
 pub mod rate_feedback;

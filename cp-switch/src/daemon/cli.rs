@@ -29,7 +29,9 @@
 //! [[port]]
 //! name = "sw-p1"
 //! rate = "10mbit"
-//! delay = "25us"
+//! delay = "25us"               # the link's delay towards the neighbour (after the shaper)
+//! ingress_delay = "25us"       # the link's delay from it, emulated by the ingress stage
+//! departure_stamps = true      # place generated frames by their sender's departure stamp
 //!
 //! [[port]]
 //! name = "sw-p2"
@@ -86,7 +88,8 @@ use cp_switch::cp::{CpMode, Culprit};
 use cp_switch::Placement;
 use serde::Deserialize;
 
-/// One `--port IF[,rate=R][,delay=D][,cnd=MODE][,alt=P]` or `[[port]]` entry.
+/// One `--port IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,cnd=MODE][,alt=P]` or
+/// `[[port]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortSpec {
@@ -105,6 +108,23 @@ pub struct PortSpec {
     /// Alternate priority of an `edge` port (default: the standard rule).
     #[serde(default)]
     pub alternate_priority: Option<u8>,
+    /// Propagation delay of the link *into* the port, emulated by the ingress stage
+    /// (`cp_switch` daemon module `stage`): the lookahead that absorbs a sender's lag when
+    /// its departure stamps are trusted. Default 0; needs the ingress stage.
+    #[serde(default)]
+    pub ingress_delay: Option<Duration>,
+    /// Place the generated frames received on this port by their sender's departure stamp
+    /// (`cnm_proto::wire::generated`). Default false; needs the ingress stage.
+    #[serde(default)]
+    pub departure_stamps: Option<bool>,
+}
+
+impl PortSpec {
+    /// Whether the port asks for what only the ingress stage does.
+    pub fn needs_stage(&self) -> bool {
+        self.ingress_delay.is_some_and(|d| d > Duration::ZERO)
+            || self.departure_stamps == Some(true)
+    }
 }
 
 impl std::str::FromStr for PortSpec {
@@ -123,6 +143,8 @@ impl std::str::FromStr for PortSpec {
             delay: None,
             cnd_defense: None,
             alternate_priority: None,
+            ingress_delay: None,
+            departure_stamps: None,
         };
         for kv in parts {
             let (k, v) = kv
@@ -162,9 +184,28 @@ impl std::str::FromStr for PortSpec {
                             .ok_or_else(|| format!("port {}: alt: {v:?} is not a priority 0-7", spec.name))?,
                     )
                 }
+                "in-delay" => {
+                    spec.ingress_delay = Some(
+                        v.parse()
+                            .map_err(|e| format!("port {}: in-delay: {e}", spec.name))?,
+                    )
+                }
+                "stamps" => {
+                    spec.departure_stamps = Some(match v.trim() {
+                        "on" | "true" => true,
+                        "off" | "false" => false,
+                        _ => {
+                            return Err(format!(
+                                "port {}: stamps: {v:?}: expected on or off",
+                                spec.name
+                            ))
+                        }
+                    })
+                }
                 other => {
                     return Err(format!(
-                        "port {}: unknown option {other:?} (expected rate, delay, cnd or alt)",
+                        "port {}: unknown option {other:?} (expected rate, delay, in-delay, \
+                         stamps, cnd or alt)",
                         spec.name
                     ))
                 }
@@ -434,6 +475,15 @@ mod tests {
         let e = "h1,cnd=outside".parse::<PortSpec>().unwrap_err();
         assert!(e.contains("interior-ready"), "{e}");
         assert!("h1,alt=8".parse::<PortSpec>().is_err());
+        let p: PortSpec = "h1,delay=125us,in-delay=125us,stamps=on".parse().unwrap();
+        assert_eq!(p.ingress_delay, Some(Duration::from_micros(125)));
+        assert_eq!(p.departure_stamps, Some(true));
+        assert!(p.needs_stage());
+        let p: PortSpec = "h1,in-delay=0s,stamps=off".parse().unwrap();
+        assert!(!p.needs_stage());
+        let e = "h1,stamps=yes".parse::<PortSpec>().unwrap_err();
+        assert_eq!(e, "port h1: stamps: \"yes\": expected on or off");
+        assert!("h1,in-delay=soon".parse::<PortSpec>().is_err());
         assert!("a-name-much-too-long-for-linux"
             .parse::<PortSpec>()
             .is_err());

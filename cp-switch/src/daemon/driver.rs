@@ -183,6 +183,14 @@ const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 /// Runs the daemon until `term` is set (SIGINT/SIGTERM). Returns after flushing traces.
 pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     let mut cfg = bridge_config(&args)?;
+    let stage_on = args.ingress_stage.unwrap_or(true);
+    if let Some(p) = args.ports.iter().find(|p| p.needs_stage() && !stage_on) {
+        return Err(DaemonError::Config(format!(
+            "port {}: ingress_delay and departure_stamps are applied by the ingress stage, \
+             which is off (ingress_stage = false)",
+            p.name
+        )));
+    }
     let ring = AfPacketConfig::default();
 
     // Every port must exist, with its offloads off (frames larger than the MTU and partial
@@ -264,8 +272,15 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
     }
     let mut dp =
         Dataplane::new(bridge, ports, reopener, clock, req_rx).with_line_overheads(overheads);
-    if args.ingress_stage.unwrap_or(true) {
+    if stage_on {
         dp = dp.with_ingress_stage(Arrivals::KernelStamps);
+        for p in &args.ports {
+            dp.set_ingress_link(
+                &p.name,
+                p.ingress_delay.unwrap_or(Duration::ZERO),
+                p.departure_stamps.unwrap_or(false),
+            );
+        }
     }
     if let Some(t) = trace {
         dp = dp.with_trace(t, args.trace_interval.unwrap_or(Duration::from_millis(1)));
@@ -397,6 +412,16 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         }
         self.arrivals = arrivals;
         self
+    }
+
+    /// The link into port `name` has propagation delay `delay` and its sender's departure
+    /// stamps are trusted when `stamps` ([`LinkStage::with_link`]); nothing without a stage.
+    pub fn set_ingress_link(&mut self, name: &str, delay: Duration, stamps: bool) {
+        for s in self.slots.iter_mut().filter(|s| s.name == name) {
+            if let Some(st) = s.stage.take() {
+                s.stage = Some(st.with_link(delay, stamps));
+            }
+        }
     }
 
     /// What a frame costs on the ports' lines (the bridge's `shaper` settings), for the

@@ -18,7 +18,8 @@
 //! | `cpswitch_port_ingress_{measured,early}_frames_total` (the daemon's ingress burst measure) | counter | `port` |
 //! | `cpswitch_port_ingress_longest_burst_frames` | gauge | `port` |
 //! | `cpswitch_port_ingress_stage_{staged,held}_frames_total`, `_drops_total` (the ingress link-rate stage, when on) | counter | `port` (`_drops_total` also `reason`: `overflow`, `down`) |
-//! | `cpswitch_port_ingress_stage_delay_{mean,max}_seconds`, `_queued_bytes` | gauge | `port` |
+//! | `cpswitch_port_ingress_stage_{late,stamped,behind}_frames_total` (frames handed over after their instant; placed by a departure stamp; stamped beyond the link's delay) | counter | `port` |
+//! | `cpswitch_port_ingress_stage_delay_{mean,max}_seconds`, `_late_max_seconds`, `_behind_max_seconds`, `_queued_bytes` | gauge | `port` |
 //! | `cpswitch_port_up`, `_rate_bytes_per_second`, `_delay_seconds`, `_in_flight_bytes` | gauge | `port` |
 //! | `cpswitch_port_pause_asserted`, `_paused_by_peer`, `_pause_storm`, `_neighbour_cn_ready` | gauge (0/1) | `port`, `priority` |
 //! | `cpswitch_queue_bytes`, `_capacity_bytes`, `_frames`, `_peak_bytes` | gauge | `port`, `priority`, `kind` |
@@ -489,6 +490,24 @@ fn port_stage(e: &mut Exposition, st: &Map<String, Value>, l: &[(&str, &str)]) {
         l,
         count("late_max_ns") as f64 / 1e9,
     );
+    e.counter(
+        "cpswitch_port_ingress_stage_stamped_frames_total",
+        "Frames the ingress stage placed by their sender's departure stamp.",
+        l,
+        count("stamped"),
+    );
+    e.counter(
+        "cpswitch_port_ingress_stage_behind_frames_total",
+        "Stamped frames whose sender lagged by more than the link's delay (the lookahead).",
+        l,
+        count("behind"),
+    );
+    e.gauge(
+        "cpswitch_port_ingress_stage_behind_max_seconds",
+        "Largest lag of a stamped frame beyond the lookahead.",
+        l,
+        count("behind_max_ns") as f64 / 1e9,
+    );
     e.gauge(
         "cpswitch_port_ingress_stage_queued_bytes",
         "Octets the ingress link-rate stage holds.",
@@ -659,7 +678,8 @@ mod tests {
                                              "delay_max_ns": 250000, "overflow_drops": 2,
                                              "down_drops": 0, "queued_bytes": 3000,
                                              "queued_max_bytes": 9000, "late": 2,
-                                             "late_max_ns": 1500}}}],
+                                             "late_max_ns": 1500, "stamped": 7,
+                                             "behind": 1, "behind_max_ns": 2500}}}],
             "queues": [{"port": "p1", "priority": 3, "kind": "output", "bytes": 10,
                         "max_bytes": 150000, "drops": 2, "frames": 1, "peak_bytes": 9000,
                         "enqueued": 7}]
@@ -694,6 +714,10 @@ mod tests {
         assert!(
             text.contains("cpswitch_port_ingress_stage_late_max_seconds{port=\"p1\"} 0.0000015\n")
         );
+        assert!(text.contains("cpswitch_port_ingress_stage_stamped_frames_total{port=\"p1\"} 7\n"));
+        assert!(text.contains("cpswitch_port_ingress_stage_behind_frames_total{port=\"p1\"} 1\n"));
+        assert!(text
+            .contains("cpswitch_port_ingress_stage_behind_max_seconds{port=\"p1\"} 0.0000025\n"));
         assert!(text.contains("cpswitch_port_drops_total{port=\"p1\",reason=\"input_full\"} 2\n"));
         assert!(text.contains("# TYPE cpswitch_port_pause_asserted gauge\n"));
         assert!(text.contains("cpswitch_port_pause_asserted{port=\"p1\",priority=\"3\"} 1\n"));

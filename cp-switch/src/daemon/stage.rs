@@ -55,6 +55,28 @@
 //! until its ring is empty (up to a ring's worth) before it releases anything, and a frame
 //! that is late nonetheless is counted (`late`, `late_max_ns`; [`LinkStage::note_late`]).
 //!
+//! # The link's delay and the senders' departure stamps
+//! A port may be given the propagation delay `D` of the link into it (`ingress_delay`): the
+//! frame then arrives at `a_i = r_i + D`, `r_i` its receive time as above, and the link's
+//! delay is emulated here rather than on the sender's side. Alone that changes nothing but
+//! where the delay is spent. It gives the stage a **lookahead**: a frame may reach the switch
+//! up to `D` after it left its sender without arriving late. A port that trusts **departure
+//! stamps** (`departure_stamps`; [`cnm_proto::wire::generated`]) uses it: an emulated host's
+//! agent writes into each generated frame the instant `s_i` its pacers let the frame's first
+//! bit start, and the frame arrives where the physical link would have delivered it,
+//!
+//! `a_i = min(s_i + wire_i, r_i) + D`,
+//!
+//! however late the sender's process actually sent it, as long as that lag stays under `D`
+//! (the idea of conservative parallel simulation: a link of delay `D` lets its receiver run
+//! `D` behind its sender). What a stamp can do is bounded: never later than `r_i + D` (a
+//! frame cannot have left after it was received), and a stamp older than `r_i − wire_i − D`
+//! places the frame before the instant it was read, so it is handed over at once (at the
+//! bridge's time if that has passed it, counted `late`); such frames are counted `behind`:
+//! their sender lagged by more than the lookahead. Frames without a stamp (real traffic, a
+//! frame too short for the field) arrive at `r_i + D`. The order of a port's frames is the
+//! link's either way (`d_i ≥ d_{i−1} + wire_i`).
+//!
 //! The stage delay of a frame is `d_i − a_i`, the time the link's rate adds to the frame's
 //! arrival; the report ([`StageStats`], `stats` → `ports[].ingress.stage`) gives the frames
 //! through the stage, the frames held, the total and the largest delay and the drops. The
@@ -64,6 +86,7 @@
 use std::collections::VecDeque;
 
 use cnm_proto::line::{LineClock, Overheads};
+use cnm_proto::wire::generated;
 use cnm_proto::{Duration, Instant, Rate};
 
 /// Octets a port's stage holds at most: 2 MB. A sender can dump at once what its kernel
@@ -129,6 +152,33 @@ pub struct StageStats {
     pub late_total_ns: u64,
     /// Largest such shift (ns).
     pub late_max_ns: u64,
+    /// Frames placed by their sender's departure stamp (a port that trusts them).
+    pub stamped: u64,
+    /// Of those, frames whose stamp was older than the lookahead allows (`s_i + wire_i + D`
+    /// before their receive time): their sender's process lagged by more than the link's
+    /// delay, and they could not be placed where the link would have delivered them.
+    pub behind: u64,
+    /// Largest such excess over the lookahead (ns).
+    pub behind_max_ns: u64,
+}
+
+/// Where a frame received at `received` arrives, on a link of propagation delay `delay` whose
+/// sender stamped it `stamp` (its first bit's departure; `None`: not stamped or not trusted)
+/// and on which it takes `wire` to serialise: `min(stamp + wire, received) + delay`, or
+/// `received + delay` without a stamp; and by how much the stamp was behind the lookahead
+/// (`received − (stamp + wire + delay)` when positive). See the module documentation.
+pub fn placed_arrival(
+    received: Instant,
+    delay: Duration,
+    stamp: Option<Instant>,
+    wire: Duration,
+) -> (Instant, Option<Duration>) {
+    let Some(s) = stamp else {
+        return (received + delay, None);
+    };
+    let meant = s + wire + delay;
+    let behind = (meant < received).then(|| received.saturating_since(meant));
+    ((s + wire).min(received) + delay, behind)
 }
 
 /// A frame in the stage: when the link delivers it, and its octets.
@@ -146,6 +196,10 @@ pub struct LinkStage {
     overheads: Overheads,
     /// Octets the FIFO may hold.
     limit: u64,
+    /// The propagation delay of the link into the port, emulated here (the lookahead).
+    delay: Duration,
+    /// Whether the senders' departure stamps are trusted.
+    stamps: bool,
     /// Delivery time of the latest admitted frame (`d_{i−1}`).
     last_due: Instant,
     fifo: VecDeque<Held>,
@@ -161,6 +215,8 @@ impl LinkStage {
             line: rate.map(|r| LineClock::new(r, overheads, Duration::ZERO)),
             overheads,
             limit,
+            delay: Duration::ZERO,
+            stamps: false,
             last_due: Instant::ZERO,
             fifo: VecDeque::new(),
             spare: Vec::new(),
@@ -168,11 +224,19 @@ impl LinkStage {
         }
     }
 
-    /// Whether frames of this port go through the stage: it has a rate, or still holds frames
-    /// that later ones must not overtake.
+    /// The link into the port has propagation delay `delay`, emulated by the stage, and its
+    /// sender's departure stamps are trusted when `stamps` (see the module documentation).
+    pub fn with_link(mut self, delay: Duration, stamps: bool) -> LinkStage {
+        self.delay = delay;
+        self.stamps = stamps;
+        self
+    }
+
+    /// Whether frames of this port go through the stage: it has a rate, a link delay or
+    /// stamps to apply, or still holds frames that later ones must not overtake.
     #[inline]
     pub fn active(&self) -> bool {
-        self.line.is_some() || !self.fifo.is_empty()
+        self.line.is_some() || self.delay > Duration::ZERO || self.stamps || !self.fifo.is_empty()
     }
 
     /// The link's rate changes at `now` (`None`: unshaped from now on).
@@ -211,19 +275,36 @@ impl LinkStage {
         }
     }
 
-    /// A frame that arrived at `arrival` read by the loop at `now`: its delivery instant
+    /// A frame received at `received` read by the loop at `now`: its delivery instant
     /// `d_i`, or `None` when the stage is full (the frame is dropped and counted).
-    pub fn admit(&mut self, arrival: Instant, now: Instant, frame: &[u8]) -> Option<Instant> {
+    pub fn admit(&mut self, received: Instant, now: Instant, frame: &[u8]) -> Option<Instant> {
         let len = frame.len() as u64;
         if self.stats.queued_bytes + len > self.limit {
             self.stats.overflow_drops += 1;
             return None;
         }
+        let wire = self
+            .line
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.frame_time(frame.len()));
+        let stamp = if self.stamps {
+            generated::departure(frame)
+        } else {
+            None
+        };
+        let (arrival, behind) = placed_arrival(received, self.delay, stamp, wire);
+        if stamp.is_some() {
+            let s = &mut self.stats;
+            s.stamped += 1;
+            if let Some(b) = behind {
+                s.behind += 1;
+                s.behind_max_ns = s.behind_max_ns.max(b.as_nanos());
+            }
+        }
         let due = match &mut self.line {
             Some(l) => {
                 // The link starts the frame so that its last bit arrives no earlier than
                 // `arrival`, and no earlier than it is free.
-                let wire = l.frame_time(frame.len());
                 l.start(arrival - wire, arrival - wire, frame.len());
                 l.next_free().max(arrival)
             }
@@ -234,7 +315,9 @@ impl LinkStage {
         let delay = due.saturating_since(arrival).as_nanos();
         let s = &mut self.stats;
         s.staged += 1;
-        s.held += u64::from(due > now);
+        // Held back by the link's rate beyond the frame's arrival (a frame waiting only for
+        // its link's delay is not).
+        s.held += u64::from(due > now.max(arrival));
         s.delay_total_ns = s.delay_total_ns.saturating_add(delay);
         s.delay_max_ns = s.delay_max_ns.max(delay);
         s.queued_bytes += len;
@@ -436,6 +519,84 @@ mod tests {
         // T + 22 µs.
         s.set_rate(T + us(10), Some(GBIT));
         assert_eq!(s.admit(T + us(10), T + us(10), &f), Some(T + us(22)));
+    }
+
+    #[test]
+    fn placement_by_departure_stamp_within_the_lookahead() {
+        let d = us(100);
+        let wire = us(12);
+        // No stamp: received + D.
+        assert_eq!(placed_arrival(T, d, None, wire), (T + d, None));
+        // Left 40 µs before it was received (its sender's loop lagged 28 µs beyond the wire
+        // time): placed where the link would have delivered it, stamp + wire + D.
+        let s = T - us(40);
+        assert_eq!(placed_arrival(T, d, Some(s), wire), (T + us(72), None));
+        // A stamp after the frame could have left (s + wire > received): received + D.
+        assert_eq!(placed_arrival(T, d, Some(T), wire), (T + d, None));
+        assert_eq!(
+            placed_arrival(T, d, Some(Instant::MAX), wire),
+            (T + d, None)
+        );
+        // Lagged 150 µs: 38 µs beyond the lookahead; placed at s + wire + D, before it was
+        // received (the driver hands it over at once).
+        let s = T - us(150);
+        assert_eq!(
+            placed_arrival(T, d, Some(s), wire),
+            (T - us(38), Some(us(38)))
+        );
+        // Exactly at the lookahead's edge: not behind.
+        let s = T - us(112);
+        assert_eq!(placed_arrival(T, d, Some(s), wire), (T, None));
+    }
+
+    /// A sender's process wakes late and sends three 1000-octet frames (8 µs each at 1 Gb/s)
+    /// stamped 8 µs apart, all received at T + 30 µs, on a link of 100 µs: the stage delivers
+    /// them 8 µs apart from the first one's stamp + 8 + 100 µs, as the link would have, not
+    /// bunched at the receive time. A frame without a stamp follows the link's rule from
+    /// received + D; a stamp 158 µs old is behind by 50 µs; the stats count all of it.
+    #[test]
+    fn stamped_frames_are_delivered_where_their_link_would_have() {
+        let stamped = |at: Instant| {
+            let mut f = vec![0u8; 1000];
+            f[12..14].copy_from_slice(&generated::GEN_ETHERTYPE.to_be_bytes());
+            f[14..18].copy_from_slice(&generated::MAGIC.to_be_bytes());
+            assert!(generated::set_departure(&mut f, at));
+            f
+        };
+        let mut s = stage().with_link(us(100), true);
+        assert!(s.active());
+        let r = T + us(30);
+        assert_eq!(s.admit(r, r, &stamped(T)), Some(T + us(108)));
+        assert_eq!(s.admit(r, r, &stamped(T + us(8))), Some(T + us(116)));
+        assert_eq!(s.admit(r, r, &stamped(T + us(16))), Some(T + us(124)));
+        // Unstamped: received + D = T + 130 µs, but the link delivers the frame before it
+        // at T + 124 µs and this one takes its own 8 µs: T + 132 µs.
+        assert_eq!(s.admit(r, r, &[0u8; 1000]), Some(T + us(132)));
+        // Received at T + 200 µs, stamped T + 42 µs: meant for T + 150, 50 µs behind; the
+        // link is free from T + 132, so it is delivered at T + 150 (before it was received).
+        let r2 = T + us(200);
+        assert_eq!(s.admit(r2, r2, &stamped(T + us(42))), Some(T + us(150)));
+        let st = s.stats();
+        assert_eq!((st.stamped, st.behind, st.behind_max_ns), (4, 1, 50_000));
+        // Only the unstamped frame waited for the link's rate beyond its own arrival, 2 µs.
+        assert_eq!((st.held, st.delay_total_ns), (1, 2_000));
+        // A port that does not trust stamps places the same frames by their receive time.
+        let mut s = stage().with_link(us(100), false);
+        assert_eq!(s.admit(r, r, &stamped(T)), Some(r + us(100)));
+        assert_eq!(s.admit(r, r, &stamped(T + us(8))), Some(r + us(108)));
+        assert_eq!(s.stats().stamped, 0);
+    }
+
+    #[test]
+    fn a_link_delay_alone_makes_an_unshaped_port_staged() {
+        let mut s = LinkStage::new(None, Overheads::FRAME, STAGE_LIMIT);
+        assert!(!s.active());
+        s = s.with_link(us(50), false);
+        assert!(s.active());
+        let f = [0u8; 100];
+        assert_eq!(s.admit(T, T, &f), Some(T + us(50)));
+        // Order is kept: an earlier receive time cannot overtake.
+        assert_eq!(s.admit(T - us(10), T, &f), Some(T + us(50)));
     }
 
     #[test]

@@ -33,12 +33,9 @@ use cnm_proto::{Bytes, Duration, Instant, Rate};
 use std::fmt;
 use std::str::FromStr;
 
-/// EtherType of generated frames: IEEE local experimental EtherType 2.
-pub const GEN_ETHERTYPE: u16 = 0x88B6;
-/// First four octets of every payload header: "QCNG".
-pub const MAGIC: u32 = 0x5143_4E47;
-/// Length of the payload header.
-pub const HEADER_LEN: usize = 24;
+/// The frames' identity and header layout, shared with the switch (which reads the departure
+/// stamp an emulated host writes after the header): [`cnm_proto::wire::generated`].
+pub use cnm_proto::wire::generated::{header_offset, GEN_ETHERTYPE, HEADER_LEN, MAGIC};
 /// Smallest frame a source emits: MAC header + payload header, padded to the 60-octet minimum.
 pub const MIN_FRAME_LEN: usize = 60;
 /// Largest frame a source emits.
@@ -49,7 +46,8 @@ pub const UDP_HEADERS: usize = 28;
 pub const MAX_LAG: Duration = Duration::from_millis(1);
 
 /// The measurement header at the start of every generated payload. Layout (big-endian):
-/// magic(4) · flow(4) · seq(8) · sent(8, ns of the sender's clock).
+/// magic(4) · flow(4) · seq(8) · sent(8, ns of the sender's clock); the zeros after it hold
+/// the departure stamp an emulated host may write ([`cnm_proto::wire::generated`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayloadHeader {
     /// Flow id chosen by the generator.
@@ -369,19 +367,6 @@ fn emit_udp_ipv4(u: &UdpEncap, ip: &mut [u8]) {
     h[20..22].copy_from_slice(&u.src_port.to_be_bytes());
     h[22..24].copy_from_slice(&u.dst_port.to_be_bytes());
     h[24..26].copy_from_slice(&(total - 20).to_be_bytes());
-}
-
-/// Where the payload header of a generated frame starts, after `walk` found `ethertype` with
-/// its payload at `payload`: right there for 0x88B6, after the IPv4 and UDP headers for UDP.
-pub fn header_offset(ethertype: u16, payload: &[u8]) -> Option<usize> {
-    match ethertype {
-        GEN_ETHERTYPE => Some(0),
-        0x0800 => {
-            let ihl = usize::from(*payload.first()? & 0x0f) * 4;
-            (payload.get(9) == Some(&17) && ihl >= 20).then_some(ihl + 8)
-        }
-        _ => None,
-    }
 }
 
 fn lag_floor(now: Instant) -> Instant {

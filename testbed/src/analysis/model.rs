@@ -692,6 +692,16 @@ pub struct IngressStage {
     /// Largest such shift (ns).
     #[serde(default)]
     pub late_max_ns: u64,
+    /// Frames placed by their sender's departure stamp (cp-switch `stamped`).
+    #[serde(default)]
+    pub stamped: u64,
+    /// Of those, frames whose sender lagged by more than the link's delay, the stage's
+    /// lookahead (cp-switch `behind`).
+    #[serde(default)]
+    pub behind: u64,
+    /// Largest such lag beyond the lookahead (ns).
+    #[serde(default)]
+    pub behind_max_ns: u64,
 }
 
 /// Everything known about one run.

@@ -215,6 +215,11 @@ pub struct SwitchSpec {
     /// faster than their link could have delivered them). Default true; the simulator's links
     /// are exact and have no use for it.
     pub ingress_stage: bool,
+    /// Namespace runs: the switch places its hosts' generated frames by their departure
+    /// stamps, with each host link's delay emulated in its ingress stage as the lookahead
+    /// (`cp_switch` daemon module `stage`). Default true; needs `ingress_stage`; the
+    /// simulator's hosts send on time and have no use for it.
+    pub departure_stamps: bool,
     /// `[switch.NAME.bridge]`, typed by the parser; `None` when the file has no such table.
     pub bridge: Option<BridgeSpec>,
 }
@@ -234,6 +239,8 @@ struct SwitchFile {
     static_fdb: bool,
     #[serde(default = "yes")]
     ingress_stage: bool,
+    #[serde(default = "yes")]
+    departure_stamps: bool,
     #[serde(default)]
     bridge: Option<toml::Table>,
 }
@@ -264,6 +271,7 @@ impl SwitchFile {
         Ok(SwitchSpec {
             static_fdb: self.static_fdb,
             ingress_stage: self.ingress_stage,
+            departure_stamps: self.departure_stamps,
             bridge,
         })
     }

@@ -335,6 +335,9 @@ fn collect_ingress(run: &mut RunData, stats: &BTreeMap<String, Value>) {
                     drops: n("overflow_drops") + n("down_drops"),
                     late: n("late"),
                     late_max_ns: n("late_max_ns"),
+                    stamped: n("stamped"),
+                    behind: n("behind"),
+                    behind_max_ns: n("behind_max_ns"),
                 }
             });
             // Frames the stage dropped never reached the bridge: drops outside the

@@ -144,12 +144,15 @@ fn agent_text(
     k: Scaling,
 ) -> anyhow::Result<String> {
     // netns scales rates and loop times by the same S.
-    let cfg = spec.scale(k.loop_mul).config_in(AgentGiven {
+    let mut cfg = spec.scale(k.loop_mul).config_in(AgentGiven {
         line_rate: Some(line_rate.scale(k.loop_mul)),
         mac: sc.topo.host_macs().get(host).copied(),
         catch_up: Some(veth_agent_catch_up(k.loop_mul)),
         wire_overhead: Some(false),
     });
+    // The lab's hosts stamp their generated frames; a switch that trusts the stamps places
+    // them by their departure (`cp-switch` `[[port]] departure_stamps`).
+    cfg.departure_stamps = true;
     Ok(toml::to_string(&sparse_toml(
         &cfg,
         &rp_agent::AgentConfig::default(),
@@ -215,6 +218,7 @@ pub fn switch_config(
     top.insert("seed".into(), toml::Value::Integer(seed as i64 & i64::MAX));
     let stage = sc.topo.switch.get(sw).map_or(true, |x| x.ingress_stage);
     top.insert("ingress_stage".into(), toml::Value::Boolean(stage));
+    let stamps = stage && sc.topo.switch.get(sw).map_or(true, |x| x.departure_stamps);
     let mut ports = Vec::new();
     for (li, l) in graph.links.iter().enumerate() {
         let link = &sc.topo.link[li];
@@ -228,13 +232,20 @@ pub fn switch_config(
                 "rate".into(),
                 s(crate::scenario::scale_rate(link.rate, k.rate_div)),
             );
-            let both = if graph.is_switch(&peer.node) {
-                1.0
+            let d = crate::scenario::scale_dur(link.delay, k.loop_mul);
+            if graph.is_switch(&peer.node) {
+                p.insert("delay".into(), s(d));
+            } else if stamps {
+                // Each direction's delay at the switch: towards the host after the shaper,
+                // from it in the ingress stage, where it is the lookahead for the host's
+                // departure stamps.
+                p.insert("delay".into(), s(d));
+                p.insert("ingress_delay".into(), s(d));
+                p.insert("departure_stamps".into(), toml::Value::Boolean(true));
             } else {
-                2.0
-            };
-            let d = crate::scenario::scale_dur(link.delay, k.loop_mul * both);
-            p.insert("delay".into(), s(d));
+                let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
+                p.insert("delay".into(), s(both));
+            }
             ports.push(toml::Value::Table(p));
         }
     }
@@ -363,6 +374,8 @@ mod tests {
             overlay_scaled(&mut t, &cfg, &cfg.scale(k.loop_mul));
             t.entry("wire_overhead")
                 .or_insert(toml::Value::Boolean(false));
+            // Since the reference was frozen: the lab's hosts stamp their generated frames.
+            t.insert("departure_stamps".into(), toml::Value::Boolean(true));
             if !given_catch_up {
                 // Since the reference was frozen: the agents' catch-up follows S.
                 t.insert("catch_up".into(), s(veth_agent_catch_up(k.loop_mul)));
