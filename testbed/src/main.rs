@@ -156,6 +156,10 @@ struct Common {
     /// sink; default: time-shared).
     #[arg(long, value_name = "fifo:PRIO|other")]
     hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// Netns runs: leave the daemons' loops unpinned (by default, with a CPU for each switch
+    /// and one more, each switch's loop and the hosts process's loop get a CPU of their own).
+    #[arg(long)]
+    no_pin: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -204,6 +208,7 @@ impl Common {
         o.twin_seeds = self.twin_seeds;
         o.switch_sched = self.switch_sched;
         o.hosts_sched = self.hosts_sched;
+        o.pin = !self.no_pin;
         o.modes = run::modes::ModeFlags {
             cp_mode: self.cp_mode,
             culprit: self.culprit,

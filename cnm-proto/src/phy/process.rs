@@ -153,10 +153,77 @@ pub fn affinity() -> io::Result<Vec<usize>> {
         .collect())
 }
 
+/// The nice value of the *calling thread* (getpriority(2) with `PRIO_PROCESS` and pid 0: on
+/// Linux each thread has its own).
+pub fn nice() -> io::Result<i32> {
+    // getpriority can return -1 as a value: errno tells an error apart.
+    // SAFETY: errno is thread-local; writing 0 to it and calling getpriority touch nothing else.
+    unsafe { *libc::__errno_location() = 0 };
+    // SAFETY: getpriority takes plain integers.
+    let v = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    // SAFETY: as above.
+    if v == -1 && unsafe { *libc::__errno_location() } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(v)
+}
+
+/// Sets the nice value of the *calling thread* (setpriority(2), pid 0), clamped to −20..=19.
+/// Lowering it below the current value needs `CAP_SYS_NICE`.
+pub fn set_nice(value: i32) -> io::Result<()> {
+    // SAFETY: setpriority takes plain integers.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, value.clamp(-20, 19)) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes a child spawned from `cmd` start with nice value `value` (setpriority(2) between
+/// fork and exec), whatever the spawning thread's: a runner that lowered its own priority
+/// starts its daemons at the one it had.
+pub fn nice_on_spawn(cmd: &mut std::process::Command, value: i32) {
+    use std::os::unix::process::CommandExt;
+    let v = value.clamp(-20, 19);
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // setpriority(2), which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setpriority(libc::PRIO_PROCESS, 0, v) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_thread_lowers_its_priority_and_its_children_start_at_the_one_given() {
+        // In a thread of its own, so that the test harness's threads keep theirs.
+        std::thread::spawn(|| {
+            let base = nice().unwrap();
+            set_nice(base + 5).unwrap();
+            assert_eq!(nice().unwrap(), (base + 5).min(19));
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", "cut -d' ' -f19 /proc/self/stat"]);
+            // Raising a priority back needs CAP_SYS_NICE: give the child the lowered one
+            // plus 2 when not root, the base otherwise.
+            let root = unsafe { libc::geteuid() } == 0;
+            let want = if root { base } else { (base + 7).min(19) };
+            nice_on_spawn(&mut cmd, want);
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{out:?}");
+            let got: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+            assert_eq!(got, want);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn a_thread_reads_back_its_affinity_and_policy() {

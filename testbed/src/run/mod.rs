@@ -107,6 +107,9 @@ pub struct RunOptions {
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
     /// Netns runs: `--sched` of the `rp-agent hosts` process (`None`: time-shared).
     pub hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// Netns runs: pin each switch's loop and the hosts process's loop to a CPU of its own
+    /// when the runner has enough ([`netns::Pinning`]). Default true.
+    pub pin: bool,
 }
 
 impl RunOptions {
@@ -126,6 +129,7 @@ impl RunOptions {
             twin_seeds: 5,
             switch_sched: None,
             hosts_sched: None,
+            pin: true,
         }
     }
 }

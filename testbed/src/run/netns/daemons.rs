@@ -140,6 +140,9 @@ impl HostProc {
         if let Some(p) = st.hosts_sched {
             c.arg("--sched").arg(p.to_string());
         }
+        if let Some(p) = &st.pinning {
+            c.arg("--cpu").arg(p.hosts.to_string());
+        }
         let mut child = crate::netns::Namespace::root().spawn_command(c)?;
         match wait_ready(&mut child, || ctl(&ctl_path, "status").is_ok())? {
             Ok(()) => {}
@@ -245,6 +248,9 @@ pub fn start_switches(st: &Setup) -> anyhow::Result<Vec<SwitchProc>> {
         c.arg("--config").arg(&cfg_path);
         if let Some(p) = st.switch_sched {
             c.arg("--sched").arg(p.to_string());
+        }
+        if let Some(cpu) = st.pinning.as_ref().and_then(|p| p.switches.get(i)) {
+            c.arg("--cpu").arg(cpu.to_string());
         }
         c.env(RUN_ENV, &st.prefix)
             .stdout(Stdio::from(logf.try_clone()?))

@@ -77,7 +77,7 @@ use crate::sim::topo::{DirSpec, EventKind, FlowKind};
 use daemons::{ctl, tail, HostProc, SinkProc, StackHost, SwitchProc, TempDir};
 use endpoints::{ClientProc, GenProc};
 use events::ParamEvents;
-pub use setup::{Bins, Setup, RUN_ENV};
+pub use setup::{Bins, Pinning, Setup, RUN_ENV};
 
 /// The lab as a [`World`]. Field order is drop order: processes first, then the socket
 /// directory, the lab (namespaces) last.
@@ -105,7 +105,15 @@ pub struct NetnsWorld {
     switches: Vec<SwitchProc>,
     _sock_dir: TempDir,
     lab: Lab,
+    /// The runner's lowered priority, given back at the end.
+    _low: Option<crate::netns::LowPriority>,
+    /// The runner's thread kept off the hosts loop's CPU, let go at the end.
+    _confined: Option<crate::netns::Confined>,
 }
+
+/// How many nice steps the runner's thread goes below its priority during a namespace run
+/// ([`crate::netns::LowPriority`]).
+const RUNNER_NICE: i32 = 10;
 
 /// Checks what netns mode needs before anything is built: support, root, one flow per pair,
 /// flow kinds, iperf3, node names.
@@ -209,6 +217,29 @@ impl NetnsWorld {
         };
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs)?;
+        // The hosts process runs when a generated flow has a receiver (`start_daemons`).
+        let hosts_process = sc.meta.netns.hosts == crate::scenario::HostsMode::OneProcess
+            && kinds.iter().any(|k| !k.is_ip());
+        let mut pinning = None;
+        if opts.pin && hosts_process {
+            let cpus = cnm_proto::phy::process::affinity().unwrap_or_default();
+            pinning = Pinning::plan(graph.switches.len(), &cpus);
+            if pinning.is_none() {
+                run.warnings.push(format!(
+                    "note: daemons not pinned: {} switch(es) and the hosts process on {} CPU(s)",
+                    graph.switches.len(),
+                    cpus.len()
+                ));
+            }
+        }
+        // Nothing else of the run on the hosts loop's CPU (`Pinning`): the runner's thread,
+        // and every process it starts, which inherits its affinity.
+        let confined = pinning
+            .as_ref()
+            .and_then(|p| crate::netns::Confined::to(&p.others));
+        // The runner samples the lab while it runs; it must not preempt the daemons it
+        // measures (`LowPriority`). They start at the priority it had.
+        let low = crate::netns::LowPriority::lower(RUNNER_NICE);
         let lab = Lab::new("run")?;
         std::fs::write(dir.join("lab-prefix.txt"), format!("{}\n", lab.prefix()))?;
         let sock_dir = TempDir(std::env::temp_dir().join(lab.prefix()));
@@ -241,6 +272,7 @@ impl NetnsWorld {
             t0: StdInstant::now(),
             switch_sched: opts.switch_sched,
             hosts_sched: opts.hosts_sched,
+            pinning,
         };
         let mut w = NetnsWorld {
             params: ParamEvents::new(sc, k)?,
@@ -260,6 +292,8 @@ impl NetnsWorld {
             switches: Vec::new(),
             _sock_dir: sock_dir,
             lab,
+            _low: low,
+            _confined: confined,
             st,
         };
         w.start_daemons(opts, progress)?;

@@ -60,6 +60,45 @@ pub struct Setup {
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
     /// `--sched` of the `rp-agent hosts` process (`None`: time-shared).
     pub hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
+    /// The CPUs the daemons' loops are pinned to (`None`: not pinned).
+    pub pinning: Option<Pinning>,
+}
+
+/// Where the daemons' loops run: each switch's dataplane thread on a CPU of its own, the
+/// `rp-agent hosts` loop on another (their `--cpu`), and nothing else of the run on the hosts
+/// loop's CPU: the runner's thread keeps to the others, and so does every process it starts
+/// (they inherit its affinity; the hosts process's own helper threads too).
+///
+/// Left to the scheduler, the switch and the hosts process share a CPU now and then: on the
+/// dumbbell at S = 10 the hosts loop then waited up to 2.4 ms behind the switch's (perf
+/// sched), and the frames its generators owed meanwhile reached the switch later than its
+/// link's delay allows. With the loops pinned, what still preempted the hosts loop was the
+/// switch's control thread answering the runner's `stats` (0.4 ms), the runner itself
+/// (0.3 ms) and a kernel thread (`kdamond`, 0.6-0.9 ms every 512 ms), hence the others kept
+/// off its CPU. Only when the runner may use a CPU for each switch and one for the hosts: on
+/// fewer, pinning would stack switches on one CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinning {
+    /// The CPU of each switch, in the order of the graph's switches.
+    pub switches: Vec<usize>,
+    /// The CPU of the hosts process's loop.
+    pub hosts: usize,
+    /// The CPUs everything else of the run may use (the runner's, without `hosts`).
+    pub others: Vec<usize>,
+}
+
+impl Pinning {
+    /// The pinning of `switches` switches and the hosts process on the CPUs `cpus` (the
+    /// runner's affinity, increasing): the first ones to the switches, the last to the hosts;
+    /// `None` when there are too few.
+    pub fn plan(switches: usize, cpus: &[usize]) -> Option<Pinning> {
+        let (&hosts, rest) = cpus.split_last()?;
+        (switches >= 1 && rest.len() >= switches).then(|| Pinning {
+            switches: rest[..switches].to_vec(),
+            hosts,
+            others: rest.to_vec(),
+        })
+    }
 }
 
 impl Setup {
@@ -167,5 +206,34 @@ mod tests {
         assert!(b.cp_switch.exists() && b.rp_agent.exists());
         let e = Bins::find(Some(Path::new("no-such-bin-dir"))).unwrap_err();
         assert!(e.to_string().contains("is not built"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod pinning_tests {
+    use super::Pinning;
+
+    #[test]
+    fn a_cpu_per_switch_and_the_last_for_the_hosts_or_nothing() {
+        assert_eq!(
+            Pinning::plan(1, &[0, 1]),
+            Some(Pinning {
+                switches: vec![0],
+                hosts: 1,
+                others: vec![0]
+            })
+        );
+        assert_eq!(
+            Pinning::plan(2, &[2, 5, 7]),
+            Some(Pinning {
+                switches: vec![2, 5],
+                hosts: 7,
+                others: vec![2, 5]
+            })
+        );
+        assert_eq!(Pinning::plan(2, &[0, 1]), None, "two switches on one CPU");
+        assert_eq!(Pinning::plan(1, &[0]), None);
+        assert_eq!(Pinning::plan(1, &[]), None);
+        assert_eq!(Pinning::plan(0, &[0, 1]), None);
     }
 }
