@@ -546,7 +546,12 @@ impl Agent {
                 if f.rp.is_some() {
                     due = due.max(f.pacer.next_free());
                 }
-                let stamp = self.cfg.departure_stamps;
+                // The departure stamp: the instant the line starts the frame, as its clock
+                // charges it (back-dated by at most the catch-up, `LineClock::start`).
+                let stamp = self
+                    .cfg
+                    .departure_stamps
+                    .then(|| due.max(now - self.cfg.catch_up));
                 let len;
                 let tagged = match layout {
                     Some(l) => tag_walked_in_place(head, start, l, pcp, vid, rpid),
@@ -555,8 +560,8 @@ impl Agent {
                 if let Some(untag) = tagged {
                     // The frame's own buffer goes up; a refused frame is put back untagged.
                     len = head.len();
-                    if stamp {
-                        generated::set_departure(head, due);
+                    if let Some(at) = stamp {
+                        generated::set_departure(head, at);
                     }
                     if !tx(head) {
                         untag.restore(head);
@@ -571,8 +576,8 @@ impl Agent {
                         self.txbuf.extend_from_slice(frame);
                     }
                     len = self.txbuf.len();
-                    if stamp {
-                        generated::set_departure(&mut self.txbuf, due);
+                    if let Some(at) = stamp {
+                        generated::set_departure(&mut self.txbuf, at);
                     }
                     if !tx(&mut self.txbuf) {
                         self.ring.push_front(idx);
@@ -1139,7 +1144,8 @@ mod tests {
     /// The same three frames, generated ones (magic at the payload's start), with departure
     /// stamps on: each carries the instant it could start (t0, t0 + 8224, t0 + 16 448 ns),
     /// not the poll's t0 + 30 µs; a frame that is not generated is left as it was, and with
-    /// the stamps off nothing is written.
+    /// the stamps off nothing is written. A frame polled 3 ms after it could start is stamped
+    /// as the line charges it, back-dated by the catch-up (1 ms) only: t1 + 2 ms.
     #[test]
     fn departure_stamps_carry_each_frames_instant() {
         let generated_frame = || {
@@ -1178,6 +1184,18 @@ mod tests {
         let at = generated::departure_offset(&first).unwrap();
         first[at..at + 8].fill(0);
         assert_eq!(first, plain[0]);
+        let t1 = Instant::from_nanos(10_000_000);
+        a.handle_host(t1, &generated_frame()).unwrap();
+        let late = send_all(&mut a, t1 + Duration::from_millis(3));
+        assert_eq!(
+            generated::departure(&late[0]),
+            Some(t1 + Duration::from_millis(2))
+        );
+        assert_eq!(
+            a.stats().tx_late_max_ns,
+            3_000_000,
+            "the lateness is the pacers'"
+        );
     }
 
     fn send_all(a: &mut Agent, now: Instant) -> Vec<Vec<u8>> {

@@ -28,8 +28,9 @@
 //!
 //! The stamp carries that instant to the switch: the agent of an emulated host, when told to
 //! (`departure_stamps`), writes into every generated frame it sends the instant its line,
-//! pacers and PAUSE allowed the frame's first bit to start (`CLOCK_MONOTONIC`, the clock every
-//! daemon of the machine reads). The switch's ingress stage (`cp_switch` daemon module
+//! pacers and PAUSE allowed the frame's first bit to start, back-dated by at most its catch-up
+//! as its line clock charges it (`CLOCK_MONOTONIC`, the clock every daemon of the machine
+//! reads). The switch's ingress stage (`cp_switch` daemon module
 //! `stage`) of a port told to trust stamps then places the frame where the link would have:
 //! last bit at `departure + wire time + the link's propagation delay`, as long as the frame
 //! reached it before that instant. The link's delay is the lookahead that absorbs the
