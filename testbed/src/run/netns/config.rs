@@ -9,7 +9,14 @@
 //!   = link rate ÷ S and `delay`; a switch port towards a host carries the delay of *both*
 //!   directions of the link (2 × delay × S: a veth pair has no delay of its own, and the
 //!   feedback loop must see the simulator's round trip), ports between switches one direction
-//!   each.
+//!   each. With departure stamps (the default, `[switch.NAME] departure_stamps`) a host port
+//!   carries those 2 × delay × S in its ingress stage (`ingress_delay`), none on its egress:
+//!   every round trip through the switch stays the simulator's (a CNM's loop, a TCP flow's
+//!   data and acknowledgements), and the stage gets the longest lookahead the link can give
+//!   for the host's lagging process: at S = 10 on the dumbbell, 250 µs instead of 125 µs
+//!   took the stamped frames that came too late from 0.55-0.74 % to 0.42-0.46 % (3 runs
+//!   each). What moves is a one-way delay between hosts whose links' delays differ: frames
+//!   from host A to host B take 2 × d_A instead of d_A + d_B (equal on the built-ins).
 //! * [`agent_config`]: the `rp-agent --config` text of a host: its agent settings with every
 //!   rate ÷ S and every time × S (`AgentSpec`'s `Scale`), the uplink's rate ÷ S and the host's
 //!   MAC unless the scenario gives them, and the veth pacing defaults (no wire overhead; the
@@ -236,11 +243,10 @@ pub fn switch_config(
             if graph.is_switch(&peer.node) {
                 p.insert("delay".into(), s(d));
             } else if stamps {
-                // Each direction's delay at the switch: towards the host after the shaper,
-                // from it in the ingress stage, where it is the lookahead for the host's
-                // departure stamps.
-                p.insert("delay".into(), s(d));
-                p.insert("ingress_delay".into(), s(d));
+                // Both directions' delay in the ingress stage, where it is the lookahead for
+                // the host's departure stamps (twice the link's: see the module docs).
+                let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
+                p.insert("ingress_delay".into(), s(both));
                 p.insert("departure_stamps".into(), toml::Value::Boolean(true));
             } else {
                 let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
@@ -646,6 +652,50 @@ mod tests {
         .unwrap();
         let t: toml::Table = toml::from_str(&text).unwrap();
         t.get("ingress_stage").and_then(toml::Value::as_bool)
+    }
+
+    /// The `[[port]]` entries of the dumbbell's switch (links of 12.5 µs, S = 1).
+    fn ports_of(sets: &[String]) -> Vec<toml::Table> {
+        let sc = crate::scenario::load("dumbbell", sets).unwrap();
+        let graph = sc.topo.graph();
+        let text = switch_config(
+            &sc,
+            &graph,
+            "sw0",
+            Scaling::ONE,
+            Path::new("sw0.ctl"),
+            Path::new("trace-sw0.jsonl"),
+            1,
+        )
+        .unwrap();
+        let t: toml::Table = toml::from_str(&text).unwrap();
+        t["port"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_table().unwrap().clone())
+            .collect()
+    }
+
+    #[test]
+    fn host_ports_take_both_delays_at_ingress_with_stamps_and_at_egress_without() {
+        let ports = ports_of(&[]);
+        assert!(!ports.is_empty());
+        for p in &ports {
+            assert_eq!(p.get("delay"), None, "{p:?}");
+            assert_eq!(p["ingress_delay"].as_str(), Some("25us"), "{p:?}");
+            assert_eq!(p["departure_stamps"].as_bool(), Some(true), "{p:?}");
+        }
+        for off in [
+            "switch.sw0.departure_stamps=false",
+            "switch.sw0.ingress_stage=false",
+        ] {
+            for p in ports_of(&[off.to_string()]) {
+                assert_eq!(p["delay"].as_str(), Some("25us"), "{off}: {p:?}");
+                assert_eq!(p.get("ingress_delay"), None, "{off}: {p:?}");
+                assert_eq!(p.get("departure_stamps"), None, "{off}: {p:?}");
+            }
+        }
     }
 
     #[test]
