@@ -41,11 +41,38 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("lldp_cn", lldp_cn),
     ("rate_feedback", rate_feedback),
     ("flow", flow),
+    ("generated", generated),
     ("bridge", bridge),
     ("ctl_command", ctl_command),
     ("switch_config", switch_config),
     ("agent_config", agent_config),
 ];
+
+/// The generated frames' departure stamp on arbitrary bytes: where the field is, it lies
+/// inside the frame, reads back what was written, and writing it changes those 8 octets only.
+pub fn generated(data: &[u8]) {
+    use cnm_proto::wire::generated::{departure, departure_offset, set_departure};
+    use cnm_proto::Instant;
+    let at = departure_offset(data);
+    let mut copy = data.to_vec();
+    let wrote = set_departure(&mut copy, Instant::from_nanos(0x0102_0304_0506_0708));
+    assert_eq!(wrote, at.is_some());
+    match at {
+        None => {
+            assert_eq!(departure(data), None);
+            assert_eq!(copy, data, "a frame without the field is left alone");
+        }
+        Some(off) => {
+            assert!(off + 8 <= data.len());
+            assert_eq!(
+                departure(&copy),
+                Some(Instant::from_nanos(0x0102_0304_0506_0708))
+            );
+            assert_eq!(&copy[..off], &data[..off]);
+            assert_eq!(&copy[off + 8..], &data[off + 8..]);
+        }
+    }
+}
 
 /// Ethernet header view and the one-pass L2 walk on arbitrary bytes.
 pub fn ethernet(data: &[u8]) {
