@@ -40,6 +40,16 @@ fn an_invalid_configuration_exits_2() {
         ),
         "{err}"
     );
+    let out = cp_switch()
+        .args(["--port", "no-such-if0,stamps=on"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("port no-such-if0: departure_stamps needs an ingress_delay"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -181,7 +181,8 @@ pub fn set_nice(value: i32) -> io::Result<()> {
 
 /// Makes a child spawned from `cmd` start with nice value `value` (setpriority(2) between
 /// fork and exec), whatever the spawning thread's: a runner that lowered its own priority
-/// starts its daemons at the one it had.
+/// starts its daemons at the one it had. Best effort: a child that may not raise its priority
+/// (no `CAP_SYS_NICE`) starts at the spawning thread's, and the spawn still succeeds.
 pub fn nice_on_spawn(cmd: &mut std::process::Command, value: i32) {
     use std::os::unix::process::CommandExt;
     let v = value.clamp(-20, 19);
@@ -189,9 +190,7 @@ pub fn nice_on_spawn(cmd: &mut std::process::Command, value: i32) {
     // setpriority(2), which is async-signal-safe; it touches no memory of the parent.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::setpriority(libc::PRIO_PROCESS, 0, v) < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, v);
             Ok(())
         });
     }
@@ -211,10 +210,9 @@ mod tests {
             assert_eq!(nice().unwrap(), (base + 5).min(19));
             let mut cmd = std::process::Command::new("sh");
             cmd.args(["-c", "cut -d' ' -f19 /proc/self/stat"]);
-            // Raising a priority back needs CAP_SYS_NICE: give the child the lowered one
-            // plus 2 when not root, the base otherwise.
-            let root = unsafe { libc::geteuid() } == 0;
-            let want = if root { base } else { (base + 7).min(19) };
+            // Lowering a priority needs no privilege: the child starts 2 steps below the
+            // thread.
+            let want = (base + 7).min(19);
             nice_on_spawn(&mut cmd, want);
             let out = cmd.output().unwrap();
             assert!(out.status.success(), "{out:?}");

@@ -134,7 +134,7 @@ impl std::str::FromStr for PortSpec {
         let name = parts.next().unwrap_or("").trim().to_string();
         if name.is_empty() || name.len() > 15 || name.contains('=') {
             return Err(format!(
-                "port: {s:?}: expected IF[,rate=R][,delay=D] with an interface name of 1-15 characters"
+                "port: {s:?}: expected IF[,rate=R][,delay=D][,in-delay=D][,stamps=on] with an interface name of 1-15 characters"
             ));
         }
         let mut spec = PortSpec {
@@ -242,9 +242,14 @@ pub struct StaticFdb {
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunArgs {
-    /// A switch port: interface name with optional `,rate=R` (e.g. 100mbit) and `,delay=D`
-    /// (e.g. 25us). Repeat for every port.
-    #[arg(long = "port", value_name = "IF[,rate=R][,delay=D][,cnd=MODE][,alt=P]")]
+    /// A switch port: interface name with optional `,rate=R` (e.g. 100mbit), `,delay=D` (e.g.
+    /// 25us, towards the neighbour), `,in-delay=D` (from it, in the ingress stage) and
+    /// `,stamps=on` (place generated frames by their departure stamps; needs `in-delay`).
+    /// Repeat for every port.
+    #[arg(
+        long = "port",
+        value_name = "IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,cnd=MODE][,alt=P]"
+    )]
     #[serde(default, rename = "port")]
     pub ports: Vec<PortSpec>,
     /// Line rate for ports without `rate=` (unset: such ports are not shaped).

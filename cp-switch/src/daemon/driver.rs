@@ -8,11 +8,12 @@
 //! burst measure ([`super::ingress`], `stats` → `ports[].ingress`).
 //!
 //! With the ingress link-rate stage on ([`Dataplane::with_ingress_stage`], the daemon's
-//! default; [`super::stage`]), the frames of a port with a rate are copied into its stage and
-//! reach the bridge at the instants the port's link would have delivered them: the due frames
-//! of all ports in delivery order, each after the departures due before it, the bridge's time
-//! never going back. Frames of a port without a rate (or with the stage off) go straight from
-//! the receive ring into the bridge at the batch's `now`.
+//! default; [`super::stage`]), the frames of a port with a rate (or an ingress delay, or
+//! departure stamps) are copied into its stage and reach the bridge at the instants the port's
+//! link would have delivered them: the due frames of all ports in delivery order, each after
+//! the departures due before it, the bridge's time never going back. Frames of a port without
+//! any of these (or with the stage off) go straight from the receive ring into the bridge at
+//! the batch's `now`.
 //!
 //! The loop ([`Dataplane`]) is generic over the [`Port`] and the [`Clock`]: [`run`] gives it
 //! AF_PACKET ports and the monotonic clock; the tests below give it in-memory pipes and a
@@ -188,6 +189,16 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
         return Err(DaemonError::Config(format!(
             "port {}: ingress_delay and departure_stamps are applied by the ingress stage, \
              which is off (ingress_stage = false)",
+            p.name
+        )));
+    }
+    if let Some(p) = args.ports.iter().find(|p| {
+        p.departure_stamps == Some(true)
+            && p.ingress_delay.unwrap_or(Duration::ZERO) == Duration::ZERO
+    }) {
+        return Err(DaemonError::Config(format!(
+            "port {}: departure_stamps needs an ingress_delay: the link's delay is the lookahead \
+             within which a stamped frame can be placed",
             p.name
         )));
     }

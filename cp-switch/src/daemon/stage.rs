@@ -36,7 +36,8 @@
 //!   counted (`overflow_drops`); its line time is not charged (it never reached the link).
 //! * A port whose link goes down loses what its stage held (`down_drops`); one that comes back
 //!   starts with a free link.
-//! * A port without a rate has no stage (its frames go straight to the bridge). When a port's
+//! * A port without a rate, an ingress delay or stamps has no stage (its frames go straight to
+//!   the bridge). When a port's
 //!   rate is removed while frames are held, the frames keep their instants and later frames
 //!   follow them in order (`d_i = max(a_i, d_{i−1})`) until the FIFO is empty. A new rate
 //!   applies from the next frame; the frame in flight is re-timed like a line's
@@ -65,17 +66,16 @@
 //! agent writes into each generated frame the instant `s_i` its pacers let the frame's first
 //! bit start, and the frame arrives where the physical link would have delivered it,
 //!
-//! `a_i = min(s_i + wire_i, r_i) + D`,
+//! `a_i = s_i + wire_i + D`, kept within `[r_i, r_i + D]`,
 //!
 //! however late the sender's process actually sent it, as long as that lag stays under `D`
 //! (the idea of conservative parallel simulation: a link of delay `D` lets its receiver run
 //! `D` behind its sender). What a stamp can do is bounded: never later than `r_i + D` (a
-//! frame cannot have left after it was received), and a stamp older than `r_i − wire_i − D`
-//! places the frame before the instant it was read, so it is handed over at once (at the
-//! bridge's time if that has passed it, counted `late`); such frames are counted `behind`:
-//! their sender lagged by more than the lookahead. Frames without a stamp (real traffic, a
-//! frame too short for the field) arrive at `r_i + D`. The order of a port's frames is the
-//! link's either way (`d_i ≥ d_{i−1} + wire_i`).
+//! frame cannot have left after it was received), never earlier than `r_i`: a frame whose
+//! sender lagged by more than the lookahead arrives when it was received, spaced from the
+//! frames before it at the link's rate like any frame, and is counted `behind`. Frames
+//! without a stamp (real traffic, a frame too short for the field) arrive at `r_i + D`. The
+//! order of a port's frames is the link's either way (`d_i ≥ d_{i−1} + wire_i`).
 //!
 //! The stage delay of a frame is `d_i − a_i`, the time the link's rate adds to the frame's
 //! arrival; the report ([`StageStats`], `stats` → `ports[].ingress.stage`) gives the frames
@@ -130,7 +130,9 @@ pub fn arrival(stamp: Option<u64>, offset: Option<i128>, now: Instant) -> Instan
 pub struct StageStats {
     /// Frames that went through the stage (admitted).
     pub staged: u64,
-    /// Of those, frames due later than the loop's time when they were read (held back).
+    /// Of those, frames the link's rate held back: due later than their own arrival and than
+    /// the loop's time when they were read (a frame waiting only for its link's delay is not
+    /// counted).
     pub held: u64,
     /// Sum of the stage delays `d_i − a_i` (ns).
     pub delay_total_ns: u64,
@@ -164,9 +166,11 @@ pub struct StageStats {
 
 /// Where a frame received at `received` arrives, on a link of propagation delay `delay` whose
 /// sender stamped it `stamp` (its first bit's departure; `None`: not stamped or not trusted)
-/// and on which it takes `wire` to serialise: `min(stamp + wire, received) + delay`, or
-/// `received + delay` without a stamp; and by how much the stamp was behind the lookahead
-/// (`received − (stamp + wire + delay)` when positive). See the module documentation.
+/// and on which it takes `wire` to serialise: `stamp + wire + delay` kept within `[received,
+/// received + delay]`, or `received + delay` without a stamp; and by how much the stamp was
+/// behind the lookahead (`received − (stamp + wire + delay)` when positive). A frame behind
+/// arrives when it was received: never in the past, where the link's clock would let a burst
+/// of such frames through at once. See the module documentation.
 pub fn placed_arrival(
     received: Instant,
     delay: Duration,
@@ -178,7 +182,7 @@ pub fn placed_arrival(
     };
     let meant = s + wire + delay;
     let behind = (meant < received).then(|| received.saturating_since(meant));
-    ((s + wire).min(received) + delay, behind)
+    (meant.clamp(received, received + delay), behind)
 }
 
 /// A frame in the stage: when the link delivers it, and its octets.
@@ -226,9 +230,18 @@ impl LinkStage {
 
     /// The link into the port has propagation delay `delay`, emulated by the stage, and its
     /// sender's departure stamps are trusted when `stamps` (see the module documentation).
+    /// The stage then also holds what is in flight on the link: its limit grows by the
+    /// link's rate × `delay`.
     pub fn with_link(mut self, delay: Duration, stamps: bool) -> LinkStage {
         self.delay = delay;
         self.stamps = stamps;
+        if let Some(l) = &self.line {
+            let in_flight =
+                u128::from(l.rate().bps()) * u128::from(delay.as_nanos()) / 8_000_000_000;
+            self.limit = self
+                .limit
+                .saturating_add(u64::try_from(in_flight).unwrap_or(u64::MAX));
+        }
         self
     }
 
@@ -537,12 +550,16 @@ mod tests {
             placed_arrival(T, d, Some(Instant::MAX), wire),
             (T + d, None)
         );
-        // Lagged 150 µs: 38 µs beyond the lookahead; placed at s + wire + D, before it was
-        // received (the driver hands it over at once).
+        // Lagged 150 µs: 38 µs beyond the lookahead; placed when it was received, not in
+        // the past.
         let s = T - us(150);
+        assert_eq!(placed_arrival(T, d, Some(s), wire), (T, Some(us(38))));
         assert_eq!(
-            placed_arrival(T, d, Some(s), wire),
-            (T - us(38), Some(us(38)))
+            placed_arrival(T, d, Some(Instant::from_nanos(1)), wire),
+            (
+                T,
+                Some(T.saturating_since(Instant::from_nanos(1) + wire + d))
+            )
         );
         // Exactly at the lookahead's edge: not behind.
         let s = T - us(112);
@@ -553,7 +570,8 @@ mod tests {
     /// stamped 8 µs apart, all received at T + 30 µs, on a link of 100 µs: the stage delivers
     /// them 8 µs apart from the first one's stamp + 8 + 100 µs, as the link would have, not
     /// bunched at the receive time. A frame without a stamp follows the link's rule from
-    /// received + D; a stamp 158 µs old is behind by 50 µs; the stats count all of it.
+    /// received + D; frames stamped 158 µs before they were received are behind by 50 µs and
+    /// arrive when received, spaced by the link; the stats count all of it.
     #[test]
     fn stamped_frames_are_delivered_where_their_link_would_have() {
         let stamped = |at: Instant| {
@@ -572,19 +590,40 @@ mod tests {
         // Unstamped: received + D = T + 130 µs, but the link delivers the frame before it
         // at T + 124 µs and this one takes its own 8 µs: T + 132 µs.
         assert_eq!(s.admit(r, r, &[0u8; 1000]), Some(T + us(132)));
-        // Received at T + 200 µs, stamped T + 42 µs: meant for T + 150, 50 µs behind; the
-        // link is free from T + 132, so it is delivered at T + 150 (before it was received).
+        // Received at T + 200 µs, stamped T + 42 µs: meant for T + 150, 50 µs behind; it
+        // arrives when it was received, T + 200 µs. Four more like it, read together, leave
+        // 8 µs apart from there, not at one instant.
         let r2 = T + us(200);
-        assert_eq!(s.admit(r2, r2, &stamped(T + us(42))), Some(T + us(150)));
+        assert_eq!(s.admit(r2, r2, &stamped(T + us(42))), Some(T + us(200)));
+        for k in 1..=4 {
+            assert_eq!(
+                s.admit(r2, r2, &stamped(T + us(42 + 8 * k))),
+                Some(T + us(200 + 8 * k))
+            );
+        }
         let st = s.stats();
-        assert_eq!((st.stamped, st.behind, st.behind_max_ns), (4, 1, 50_000));
-        // Only the unstamped frame waited for the link's rate beyond its own arrival, 2 µs.
-        assert_eq!((st.held, st.delay_total_ns), (1, 2_000));
+        assert_eq!((st.stamped, st.behind, st.behind_max_ns), (8, 5, 50_000));
+        // The unstamped frame waited for the link's rate 2 µs beyond its own arrival, the
+        // four behind ones after the first 8, 16, 24 and 32 µs.
+        assert_eq!((st.held, st.delay_total_ns), (5, 82_000));
         // A port that does not trust stamps places the same frames by their receive time.
         let mut s = stage().with_link(us(100), false);
         assert_eq!(s.admit(r, r, &stamped(T)), Some(r + us(100)));
         assert_eq!(s.admit(r, r, &stamped(T + us(8))), Some(r + us(108)));
         assert_eq!(s.stats().stamped, 0);
+    }
+
+    #[test]
+    fn the_limit_makes_room_for_what_the_link_holds_in_flight() {
+        // 2500 octets of stage, plus 1 Gb/s × 100 µs = 12 500 octets in flight: fifteen
+        // 1000-octet frames fit, the sixteenth is dropped.
+        let mut s = LinkStage::new(Some(GBIT), Overheads::FRAME, 2500).with_link(us(100), false);
+        let f = [0u8; 1000];
+        for _ in 0..15 {
+            assert!(s.admit(T, T, &f).is_some());
+        }
+        assert_eq!(s.admit(T, T, &f), None);
+        assert_eq!(s.stats().overflow_drops, 1);
     }
 
     #[test]

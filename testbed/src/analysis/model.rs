@@ -652,6 +652,10 @@ pub struct SenderLateness {
     /// One of the flow's frames on its sender's line at the emulated (scaled) rate (ns):
     /// the yardstick of the lateness.
     pub frame_time_ns: u64,
+    /// The switch port the sender's link enters (`"SWITCH PORT"`, as [`IngressBurst::port`]):
+    /// where its frames were placed, by their departure stamps or not.
+    #[serde(default)]
+    pub ingress_port: Option<String>,
 }
 
 /// One switch port's ingress burst measure (cp-switch `stats` → `ports[].ingress`): frames

@@ -41,6 +41,18 @@ impl LowPriority {
     /// read or changed (the run goes on at the priority it has).
     pub fn lower(by: i32) -> Option<LowPriority> {
         let base = cnm_proto::phy::process::nice().ok()?;
+        // Giving the priority back (to the children, and to the thread at the end) needs
+        // CAP_SYS_NICE or a nice rlimit; a root without it (a container) must not lower what
+        // it cannot raise again. A scratch thread (it starts at this thread's value) tries.
+        let can_raise = std::thread::spawn(move || {
+            cnm_proto::phy::process::set_nice(base + by).is_ok()
+                && cnm_proto::phy::process::set_nice(base).is_ok()
+        })
+        .join()
+        .unwrap_or(false);
+        if !can_raise {
+            return None;
+        }
         cnm_proto::phy::process::set_nice(base + by).ok()?;
         set_children_nice(Some(base));
         Some(LowPriority { base })

@@ -391,6 +391,14 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
             } else {
                 0
             };
+            // The switch end of the sender's uplink.
+            let ingress_port = graph.uplink(&f.src).and_then(|li| {
+                let l = &graph.links[li];
+                [&l.a, &l.b]
+                    .into_iter()
+                    .find(|e| graph.is_switch(&e.node))
+                    .map(|e| format!("{} {}", e.node, e.port))
+            });
             run.fidelity.sender_lateness.push(SenderLateness {
                 flow: name.clone(),
                 late_frames: l.frames,
@@ -398,6 +406,7 @@ fn collect_gens(sc: &Scenario, graph: &Graph, k: Scaling, run: &mut RunData, gen
                 p99_ns: l.p99_ns,
                 max_ns: l.max_ns,
                 frame_time_ns,
+                ingress_port,
             });
         }
         // Generator flows only (TCP and UDP flows are iperf3's).
