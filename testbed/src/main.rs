@@ -153,7 +153,8 @@ struct Common {
     #[arg(long, value_name = "fifo:PRIO|other")]
     switch_sched: Option<daemon_kit::sched::SchedPolicy>,
     /// Netns runs: `--sched` of the `rp-agent hosts` process's loop (every generator and
-    /// sink; default: time-shared).
+    /// sink; default: `fifo:50` when the loop has a CPU of its own, see `--no-pin`,
+    /// time-shared otherwise).
     #[arg(long, value_name = "fifo:PRIO|other")]
     hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
     /// Netns runs: leave the daemons' loops unpinned (by default, with a CPU for each switch

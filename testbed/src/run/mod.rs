@@ -105,7 +105,8 @@ pub struct RunOptions {
     pub twin_seeds: u32,
     /// Netns runs: `--sched` of every `cp-switch` (`None`: the daemon's default).
     pub switch_sched: Option<daemon_kit::sched::SchedPolicy>,
-    /// Netns runs: `--sched` of the `rp-agent hosts` process (`None`: time-shared).
+    /// Netns runs: `--sched` of the `rp-agent hosts` process (`None`: `fifo:50` when its loop
+    /// has a CPU of its own, `netns::Pinning::HOSTS_SCHED`; time-shared otherwise).
     pub hosts_sched: Option<daemon_kit::sched::SchedPolicy>,
     /// Netns runs: pin each switch's loop and the hosts process's loop to a CPU of its own
     /// when the runner has enough ([`netns::Pinning`]). Default true.

@@ -271,7 +271,11 @@ impl NetnsWorld {
             iperf_interval: format!("{:.3}", interval.max(0.1)),
             t0: StdInstant::now(),
             switch_sched: opts.switch_sched,
-            hosts_sched: opts.hosts_sched,
+            // On a CPU of its own the hosts loop runs real-time unless told otherwise
+            // (`Pinning::HOSTS_SCHED`).
+            hosts_sched: opts
+                .hosts_sched
+                .or_else(|| pinning.as_ref().map(|_| Pinning::HOSTS_SCHED)),
             pinning,
         };
         let mut w = NetnsWorld {

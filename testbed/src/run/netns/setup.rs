@@ -88,6 +88,19 @@ pub struct Pinning {
 }
 
 impl Pinning {
+    /// The hosts loop's scheduling when it has a CPU of its own and `--hosts-sched` says
+    /// nothing: `SCHED_FIFO` 50. Time-shared, even alone on its CPU, it was still preempted by
+    /// kernel threads (`kdamond`, 0.6-0.9 ms every 512 ms on this machine), and each such stall
+    /// sent a burst of frames later than their link's delay allows, which the congestion point
+    /// answered with the deepest CNMs. Measured on the dumbbell at S = 10 (`--twin`): stamped
+    /// frames too late 0.37-0.44 % time-shared (3 runs), 0.07 % real-time (2 runs); the CNMs'
+    /// mean QntzFb 3.7-3.9 against 1.17-1.19 (the simulator: 1.13); the queue mean 24-27 kB
+    /// against 29.2-29.6 kB (the simulator: 29.7 kB). The loop sleeps whenever nothing is due,
+    /// the kernel's real-time throttling keeps 5 % of the CPU for others, and the switches stay
+    /// time-shared: both real-time once starved the kernel's own work and lost frames.
+    pub const HOSTS_SCHED: daemon_kit::sched::SchedPolicy =
+        daemon_kit::sched::SchedPolicy::Fifo(50);
+
     /// The pinning of `switches` switches and the hosts process on the CPUs `cpus` (the
     /// runner's affinity, increasing): the first ones to the switches, the last to the hosts;
     /// `None` when there are too few.
