@@ -636,8 +636,8 @@ mod tests {
         assert!(checked.0 > 20 && checked.1 > 100, "{checked:?}");
     }
 
-    /// The switch's `ingress_stage` in its daemon configuration: on unless the scenario says.
-    fn stage_of(sets: &[String]) -> Option<bool> {
+    /// The dumbbell's switch configuration (links of 12.5 µs, S = 1) with `sets` applied.
+    fn dumbbell_switch(sets: &[String]) -> toml::Table {
         let sc = crate::scenario::load("dumbbell", sets).unwrap();
         let graph = sc.topo.graph();
         let text = switch_config(
@@ -650,26 +650,19 @@ mod tests {
             1,
         )
         .unwrap();
-        let t: toml::Table = toml::from_str(&text).unwrap();
-        t.get("ingress_stage").and_then(toml::Value::as_bool)
+        toml::from_str(&text).unwrap()
     }
 
-    /// The `[[port]]` entries of the dumbbell's switch (links of 12.5 µs, S = 1).
+    /// The switch's `ingress_stage` in its daemon configuration: on unless the scenario says.
+    fn stage_of(sets: &[String]) -> Option<bool> {
+        dumbbell_switch(sets)
+            .get("ingress_stage")
+            .and_then(toml::Value::as_bool)
+    }
+
+    /// The `[[port]]` entries of the dumbbell's switch.
     fn ports_of(sets: &[String]) -> Vec<toml::Table> {
-        let sc = crate::scenario::load("dumbbell", sets).unwrap();
-        let graph = sc.topo.graph();
-        let text = switch_config(
-            &sc,
-            &graph,
-            "sw0",
-            Scaling::ONE,
-            Path::new("sw0.ctl"),
-            Path::new("trace-sw0.jsonl"),
-            1,
-        )
-        .unwrap();
-        let t: toml::Table = toml::from_str(&text).unwrap();
-        t["port"]
+        dumbbell_switch(sets)["port"]
             .as_array()
             .unwrap()
             .iter()
