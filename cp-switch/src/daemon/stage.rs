@@ -236,11 +236,7 @@ impl LinkStage {
         self.delay = delay;
         self.stamps = stamps;
         if let Some(l) = &self.line {
-            let in_flight =
-                u128::from(l.rate().bps()) * u128::from(delay.as_nanos()) / 8_000_000_000;
-            self.limit = self
-                .limit
-                .saturating_add(u64::try_from(in_flight).unwrap_or(u64::MAX));
+            self.limit = self.limit.saturating_add(l.rate().bytes_in(delay).get());
         }
         self
     }

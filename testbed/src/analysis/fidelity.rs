@@ -967,6 +967,14 @@ mod tests {
     #[test]
     fn stamped_frames_are_judged_by_how_many_came_behind_the_lookahead() {
         let th = FidelityThresholds::default();
+        // A warning that starts with `start` and ends with `end`.
+        let has = |v: &Fidelity, start: &str, end: &str| {
+            let found = v
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(start) && w.ends_with(end));
+            assert!(found, "{start:?} … {end:?} in {:?}", v.warnings);
+        };
         let run_with = |behind_h1: u64| {
             let mut run = held_back_run(400);
             for (p, behind, max) in [(0, 20, 300_000), (1, behind_h1, 1_500_000)] {
@@ -1007,39 +1015,25 @@ mod tests {
             "{:?}",
             v.warnings
         );
-        assert!(
-            v.warnings
-                .iter()
-                .any(|w| w.starts_with("note: ingress bursts: 10.00 %")
-                    && w.ends_with("the switches placed them by their departure stamps")),
-            "{:?}",
-            v.warnings
+        has(
+            &v,
+            "note: ingress bursts: 10.00 %",
+            "the switches placed them by their departure stamps",
         );
-        assert!(
-            v.warnings
-                .iter()
-                .any(|w| w.starts_with("note: senders' timing")
-                    && w.ends_with("the switches placed the frames by their departure stamps")),
-            "{:?}",
-            v.warnings
+        has(
+            &v,
+            "note: senders' timing",
+            "the switches placed the frames by their departure stamps",
         );
         let v = check(&run_with(24), &th);
         assert!(!v.faithful);
-        assert!(
-            v.warnings.iter().any(|w| w.starts_with(
-                "departure stamps: 4000 frames placed by their senders' departure instants; \
-                 44 (1.10 %)"
-            )),
-            "{:?}",
-            v.warnings
+        has(
+            &v,
+            "departure stamps: 4000 frames placed by their senders' departure instants; \
+                 44 (1.10 %)",
+            "",
         );
-        assert!(
-            v.warnings
-                .iter()
-                .any(|w| w.starts_with("generator shortfall: f0 was held back")),
-            "{:?}",
-            v.warnings
-        );
+        has(&v, "generator shortfall: f0 was held back", "");
         // A port whose frames were not all stamped is judged by its receive times again.
         let mut run = run_with(16);
         if let Some(st) = run.fidelity.ingress[0].stage.as_mut() {
@@ -1047,23 +1041,15 @@ mod tests {
         }
         let v = check(&run, &th);
         assert!(!v.faithful, "400 early of 1000 at sw0 h0: {:?}", v.warnings);
-        assert!(
-            v.warnings.iter().any(|w| w.starts_with(
-                "ingress bursts: 40.00 % of the frames reached the switches faster than their \
+        has(
+            &v,
+            "ingress bursts: 40.00 % of the frames reached the switches faster than their \
                  links could have delivered them (limit 5.0 %), on the 1 of 2 ports whose \
-                 frames their receive times placed"
-            )),
-            "{:?}",
-            v.warnings
+                 frames their receive times placed",
+            "",
         );
         // And the lag of f0, whose port that is, is judged again.
-        assert!(
-            v.warnings
-                .iter()
-                .any(|w| w.starts_with("senders' timing: the frames of f0")),
-            "{:?}",
-            v.warnings
-        );
+        has(&v, "senders' timing: the frames of f0", "");
     }
 
     #[test]

@@ -18,7 +18,7 @@ static CHILDREN_NICE: AtomicI32 = AtomicI32::new(i32::MIN);
 /// Children spawned from now on start with nice value `value` (`None`: the spawning thread's).
 /// A runner that lowers its own priority while it samples a lab keeps its daemons at the one
 /// it had ([`LowPriority`]).
-pub fn set_children_nice(value: Option<i32>) {
+fn set_children_nice(value: Option<i32>) {
     CHILDREN_NICE.store(value.unwrap_or(i32::MIN), Ordering::Relaxed);
 }
 

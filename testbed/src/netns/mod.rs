@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use child::{set_children_nice, Child, Confined, LowPriority, DROP_GRACE};
+pub use child::{Child, Confined, LowPriority, DROP_GRACE};
 pub use lab::Lab;
 pub use names::NameError;
 
