@@ -23,7 +23,6 @@
 //! this project have none of these; the fallback keeps the output right if one ever does.
 
 use serde::ser::{self, Serialize};
-use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
 
@@ -298,13 +297,50 @@ impl ser::SerializeTupleVariant for Seq<'_> {
 struct Object<'a> {
     out: &'a mut Vec<u8>,
     start: usize,
-    /// Each key with where its value's text lies in `out`, counted from `start`. A struct's
-    /// field names are borrowed, not copied.
-    entries: Vec<(Cow<'static, str>, Range<usize>)>,
-    /// The key given by `serialize_key`, waiting for its value.
-    key: Option<String>,
+    /// Each key with where its value's text lies in `out`, counted from `start`.
+    entries: Vec<Entry>,
+    /// The text of the keys given by `serialize_key` (a flattened or tagged record's fields, a
+    /// map's keys), one after another: written here rather than into a `String` each.
+    keys: String,
+    /// The key given by `serialize_key`, waiting for its value: where it lies in `keys`.
+    key: Option<Range<usize>>,
     /// What follows the object (the close of a struct variant's wrapper).
     close: &'static [u8],
+}
+
+/// One key of an [`Object`] and where its value's text lies.
+struct Entry {
+    /// The key's first eight octets, big-endian, zero-padded: ordered as the keys are whenever
+    /// the two differ (a key without NUL octets and its zero padding compare as the key does),
+    /// so that sorting compares one number and reads the keys' text only on a tie.
+    prefix: u64,
+    key: Key,
+    value: Range<usize>,
+}
+
+/// Where a key's text is: a struct's field name (borrowed, never copied), or a range of the
+/// object's `keys`.
+#[derive(Clone)]
+enum Key {
+    Field(&'static str),
+    Given(Range<usize>),
+}
+
+impl Key {
+    fn text<'k>(&self, keys: &'k str) -> &'k str {
+        match self {
+            Key::Field(k) => k,
+            Key::Given(r) => keys.get(r.clone()).unwrap_or(""),
+        }
+    }
+}
+
+/// The first eight octets of `key` as one big-endian number, zero-padded.
+fn prefix_of(key: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key.as_bytes()[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl<'a> Object<'a> {
@@ -314,54 +350,72 @@ impl<'a> Object<'a> {
             out,
             start,
             entries: Vec::with_capacity(16),
+            keys: String::new(),
             key: None,
             close,
         }
     }
 
-    fn entry<T: Serialize + ?Sized>(
-        &mut self,
-        key: Cow<'static, str>,
-        value: &T,
-    ) -> Result<(), Unsupported> {
+    fn entry<T: Serialize + ?Sized>(&mut self, key: Key, value: &T) -> Result<(), Unsupported> {
         // Where the value's text lies, from the object's start.
         let from = self.out.len() - self.start;
         value.serialize(Writer {
             out: &mut *self.out,
         })?;
-        self.entries.push((key, from..self.out.len() - self.start));
+        let prefix = prefix_of(key.text(&self.keys));
+        self.entries.push(Entry {
+            prefix,
+            key,
+            value: from..self.out.len() - self.start,
+        });
         Ok(())
     }
 
     /// Writes the object in key order in place of its unordered values: written after them,
     /// then moved over them (no buffer of its own).
-    fn finish(mut self) -> Result<(), Unsupported> {
-        let sorted = self.out.len();
+    fn finish(self) -> Result<(), Unsupported> {
+        let Object {
+            out,
+            start,
+            mut entries,
+            keys,
+            close,
+            ..
+        } = self;
+        let sorted = out.len();
         // Stable: of equal keys the last given comes last, and is the one kept.
-        self.entries.sort_by(|a, b| a.0.cmp(&b.0));
-        self.out.push(b'{');
+        entries.sort_by(|a, b| {
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| a.key.text(&keys).cmp(b.key.text(&keys)))
+        });
+        out.push(b'{');
         let mut first = true;
-        for (i, (key, range)) in self.entries.iter().enumerate() {
-            if self.entries.get(i + 1).is_some_and(|(next, _)| next == key) {
+        for (i, e) in entries.iter().enumerate() {
+            let key = e.key.text(&keys);
+            if entries
+                .get(i + 1)
+                .is_some_and(|n| n.prefix == e.prefix && n.key.text(&keys) == key)
+            {
                 continue;
             }
             if !first {
-                self.out.push(b',');
+                out.push(b',');
             }
             first = false;
-            write_key(self.out, key)?;
-            self.out.push(b':');
-            let (from, to) = (self.start + range.start, self.start + range.end);
+            write_key(out, key)?;
+            out.push(b':');
+            let (from, to) = (start + e.value.start, start + e.value.end);
             if to > sorted || from > to {
                 return Err(Unsupported);
             }
-            self.out.extend_from_within(from..to);
+            out.extend_from_within(from..to);
         }
-        self.out.push(b'}');
-        self.out.extend_from_slice(self.close);
-        self.out.copy_within(sorted.., self.start);
-        let len = self.out.len() - (sorted - self.start);
-        self.out.truncate(len);
+        out.push(b'}');
+        out.extend_from_slice(close);
+        out.copy_within(sorted.., start);
+        let len = out.len() - (sorted - start);
+        out.truncate(len);
         Ok(())
     }
 }
@@ -383,12 +437,16 @@ impl ser::SerializeMap for Object<'_> {
     type Ok = ();
     type Error = Unsupported;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Unsupported> {
-        self.key = Some(key.serialize(KeyWriter)?);
+        let from = self.keys.len();
+        key.serialize(KeyWriter {
+            keys: &mut self.keys,
+        })?;
+        self.key = Some(from..self.keys.len());
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
         let key = self.key.take().ok_or(Unsupported)?;
-        self.entry(Cow::Owned(key), value)
+        self.entry(Key::Given(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
@@ -403,7 +461,7 @@ impl ser::SerializeStruct for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Unsupported> {
-        self.entry(Cow::Borrowed(key), value)
+        self.entry(Key::Field(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
@@ -418,79 +476,83 @@ impl ser::SerializeStructVariant for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Unsupported> {
-        self.entry(Cow::Borrowed(key), value)
+        self.entry(Key::Field(key), value)
     }
     fn end(self) -> Result<(), Unsupported> {
         self.finish()
     }
 }
 
-/// A map key: strings only (a `Value` turns other keys into strings its own way).
-struct KeyWriter;
+/// A map key: strings only (a `Value` turns other keys into strings its own way), appended
+/// to the object's key text.
+struct KeyWriter<'k> {
+    keys: &'k mut String,
+}
 
-impl ser::Serializer for KeyWriter {
-    type Ok = String;
+impl ser::Serializer for KeyWriter<'_> {
+    type Ok = ();
     type Error = Unsupported;
-    type SerializeSeq = ser::Impossible<String, Unsupported>;
-    type SerializeTuple = ser::Impossible<String, Unsupported>;
-    type SerializeTupleStruct = ser::Impossible<String, Unsupported>;
-    type SerializeTupleVariant = ser::Impossible<String, Unsupported>;
-    type SerializeMap = ser::Impossible<String, Unsupported>;
-    type SerializeStruct = ser::Impossible<String, Unsupported>;
-    type SerializeStructVariant = ser::Impossible<String, Unsupported>;
+    type SerializeSeq = ser::Impossible<(), Unsupported>;
+    type SerializeTuple = ser::Impossible<(), Unsupported>;
+    type SerializeTupleStruct = ser::Impossible<(), Unsupported>;
+    type SerializeTupleVariant = ser::Impossible<(), Unsupported>;
+    type SerializeMap = ser::Impossible<(), Unsupported>;
+    type SerializeStruct = ser::Impossible<(), Unsupported>;
+    type SerializeStructVariant = ser::Impossible<(), Unsupported>;
 
-    fn serialize_str(self, v: &str) -> Result<String, Unsupported> {
-        Ok(v.to_string())
+    fn serialize_str(self, v: &str) -> Result<(), Unsupported> {
+        self.keys.push_str(v);
+        Ok(())
     }
-    fn serialize_bool(self, _v: bool) -> Result<String, Unsupported> {
+    fn serialize_bool(self, _v: bool) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_i8(self, _v: i8) -> Result<String, Unsupported> {
+    fn serialize_i8(self, _v: i8) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_i16(self, _v: i16) -> Result<String, Unsupported> {
+    fn serialize_i16(self, _v: i16) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_i32(self, _v: i32) -> Result<String, Unsupported> {
+    fn serialize_i32(self, _v: i32) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_i64(self, _v: i64) -> Result<String, Unsupported> {
+    fn serialize_i64(self, _v: i64) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_u8(self, _v: u8) -> Result<String, Unsupported> {
+    fn serialize_u8(self, _v: u8) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_u16(self, _v: u16) -> Result<String, Unsupported> {
+    fn serialize_u16(self, _v: u16) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_u32(self, _v: u32) -> Result<String, Unsupported> {
+    fn serialize_u32(self, _v: u32) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_u64(self, _v: u64) -> Result<String, Unsupported> {
+    fn serialize_u64(self, _v: u64) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_f32(self, _v: f32) -> Result<String, Unsupported> {
+    fn serialize_f32(self, _v: f32) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_f64(self, _v: f64) -> Result<String, Unsupported> {
+    fn serialize_f64(self, _v: f64) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_char(self, _v: char) -> Result<String, Unsupported> {
+    fn serialize_char(self, _v: char) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<String, Unsupported> {
+    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_none(self) -> Result<String, Unsupported> {
+    fn serialize_none(self) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<String, Unsupported> {
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_unit(self) -> Result<String, Unsupported> {
+    fn serialize_unit(self) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<String, Unsupported> {
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
     fn serialize_unit_variant(
@@ -498,14 +560,14 @@ impl ser::Serializer for KeyWriter {
         _name: &'static str,
         _index: u32,
         _variant: &'static str,
-    ) -> Result<String, Unsupported> {
+    ) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
         _name: &'static str,
         _value: &T,
-    ) -> Result<String, Unsupported> {
+    ) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -514,7 +576,7 @@ impl ser::Serializer for KeyWriter {
         _index: u32,
         _variant: &'static str,
         _value: &T,
-    ) -> Result<String, Unsupported> {
+    ) -> Result<(), Unsupported> {
         Err(Unsupported)
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Unsupported> {
@@ -608,9 +670,14 @@ mod tests {
 
     fn outer(inner: Inner) -> Outer {
         let mut hash = HashMap::new();
-        for (i, k) in ["q", "b", "é", "a\"b", "\u{1}", "B", "bb", ""]
-            .iter()
-            .enumerate()
+        // Keys that tie on their first eight octets (and a NUL, which ties with the padding)
+        // are ordered by their whole text.
+        for (i, k) in [
+            "q", "b", "é", "a\"b", "\u{1}", "B", "bb", "", "\0", "b\0", "abcdefgh1", "abcdefgh0",
+            "abcdefgh", "abcdefg", "abcdefgh\0",
+        ]
+        .iter()
+        .enumerate()
         {
             hash.insert((*k).to_string(), i as u8);
         }

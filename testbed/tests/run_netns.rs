@@ -13,13 +13,16 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
     if !testbed::netns::can_run_network_tests("netns_dumbbell_end_to_end_and_interrupted") {
         return;
     }
-    // 1. A short complete run: 8 s of schedule (steps at 8/3 s and 16/3 s).
+    // 1. A short complete run: 8 s of schedule (steps at 8/3 s and 16/3 s), at S = 100
+    //    (100 Mb/s; the built-in's S = 10 needs the machine to itself, and tests share it).
     let dir = out_dir("run-netns", "full");
     let status = testbed()
         .args([
             "dumbbell",
             "--quiet",
             "--no-plots",
+            "--set",
+            "scenario.scale=100",
             "--set",
             "scenario.netns.duration=8s",
         ])
@@ -60,6 +63,8 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
             "dumbbell",
             "--quiet",
             "--no-plots",
+            "--set",
+            "scenario.scale=100",
             "--set",
             "scenario.netns.duration=30s",
         ])

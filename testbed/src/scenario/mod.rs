@@ -704,7 +704,7 @@ mod tests {
                 "duration=2s".into(),
                 "links.sw0-r0.rate=50mbit".into(),
                 "link.0.delay=1us".into(),
-                "scenario.scale=10".into(),
+                "scenario.scale=20".into(),
             ],
         )
         .unwrap();
@@ -712,7 +712,7 @@ mod tests {
         let l = s.topo.link.iter().find(|l| l.b == "r0").unwrap();
         assert_eq!(l.rate, Rate::from_mbps(50));
         assert_eq!(s.topo.link[0].delay, Duration::from_micros(1));
-        assert_eq!(s.scale(), 10.0);
+        assert_eq!(s.scale(), 20.0);
         let e = load("dumbbell", &["links.nope.rate=1".into()]).unwrap_err();
         assert!(e.to_string().contains("no link named"), "{e}");
         let e = load("dumbbell", &["link.99.rate=1".into()]).unwrap_err();
