@@ -219,6 +219,14 @@ impl LineClock {
         self.rem = 0;
     }
 
+    /// The instant [`LineClock::start`] would give a frame that became ready at `ready`, if
+    /// started at `now`, without charging the line: when the line is free, not before
+    /// `ready`, and not more than the catch-up before `now`.
+    #[inline]
+    pub fn start_instant(&self, now: Instant, ready: Instant) -> Instant {
+        self.next_free.max(ready).max(now - self.catch_up)
+    }
+
     /// Records a frame of `len` octets that became ready at `ready`, sent by a poll at `now`:
     /// it starts at `max(next_free, ready, now − catch_up)` and keeps the line busy for its
     /// serialisation time. Returns the start. Normally called when [`LineClock::may_start`]
@@ -226,7 +234,7 @@ impl LineClock {
     /// when the line is free, possibly later than `now`.
     #[inline]
     pub fn start(&mut self, now: Instant, ready: Instant, len: usize) -> Instant {
-        let start = self.next_free.max(ready).max(now - self.catch_up);
+        let start = self.start_instant(now, ready);
         if start != self.next_free {
             // The line was idle (or is being caught up): no fraction is owed.
             self.rem = 0;

@@ -89,6 +89,7 @@ use crate::stats::{
 use crate::voq::InputBuffer;
 use crate::PortId;
 use cnm_proto::rng::Rng;
+use cnm_proto::wire::generated;
 use cnm_proto::wire::rate_feedback::build_rate_feedback_frame;
 use cnm_proto::wire::{
     build_cnm, build_pause_frame, quantize_queue, CnmParams, EthernetAddress, MacControlRepr,
@@ -287,6 +288,9 @@ struct Port {
     /// Priority a frame received with priority p is queued at: p itself, or the alternate
     /// priority for a CNPV on an `edge` port (`crate::cnd::CndDefense`).
     remap: [u8; P],
+    /// Generated frames leave with their departure instant written in
+    /// ([`PortConfig::stamp_departures`]).
+    stamp_departures: bool,
 }
 
 impl Port {
@@ -357,6 +361,7 @@ impl Bridge {
                             p
                         }
                     }),
+                    stamp_departures: pc.stamp_departures,
                 }
             })
             .collect();
@@ -1887,15 +1892,28 @@ impl Bridge {
             };
             let queued = head.len();
             let len = queued - if strip.is_some() { CN_TAG_LEN } else { 0 };
+            // The departure stamp: when the emulated line starts the frame (the shaper's start,
+            // which a late poll back-dates by at most the catch-up), after the port's delay.
+            let stamp = pt
+                .stamp_departures
+                .then(|| pt.shaper.start_instant(now, ready) + pt.delay.delay());
             let start;
             if pt.delay.bypass() {
                 let sent = match strip {
-                    None => self.outqs[r].pop_if(|f| tx(id, &mut f.buf)),
+                    None => self.outqs[r].pop_if(|f| {
+                        if let Some(at) = stamp {
+                            generated::set_departure(&mut f.buf, at);
+                        }
+                        tx(id, &mut f.buf)
+                    }),
                     Some(off) => {
                         let b = &mut self.scratch;
                         b.clear();
                         b.extend_from_slice(&head.buf[..off]);
                         b.extend_from_slice(&head.buf[off + CN_TAG_LEN..]);
+                        if let Some(at) = stamp {
+                            generated::set_departure(b, at);
+                        }
                         if tx(id, b) {
                             self.outqs[r].pop()
                         } else {
@@ -1931,6 +1949,9 @@ impl Bridge {
                     if let Some(off) = strip {
                         f.buf.drain(off..off + CN_TAG_LEN);
                         pt.counters.cn_tag_stripped += 1;
+                    }
+                    if let Some(at) = stamp {
+                        generated::set_departure(&mut f.buf, at);
                     }
                     if let Err(f) = pt.delay.push(start, f) {
                         self.pool.recycle(f);

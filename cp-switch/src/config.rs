@@ -132,6 +132,14 @@ pub struct PortConfig {
     /// (802.1Q clause 32.4, `ieee8021CnPortPriAlternatePriority`).
     #[serde(default)]
     pub alternate_priority: Option<u8>,
+    /// Write into every generated frame leaving the port (`cnm_proto::wire::generated`) its
+    /// departure instant: when the shaper starts it on the emulated line (after the port's
+    /// `delay`, if any). A port towards another switch whose port places frames by their
+    /// departure stamps (the daemon's ingress stage) thereby hands on the line's timing
+    /// rather than its own process's: the sender's stamp is replaced, never forwarded.
+    /// Default false.
+    #[serde(default)]
+    pub stamp_departures: bool,
 }
 
 impl PortConfig {
@@ -147,6 +155,7 @@ impl PortConfig {
             mac: None,
             cnd_defense: CndDefense::InteriorReady,
             alternate_priority: None,
+            stamp_departures: false,
         }
     }
     /// Builder: emulated line rate.

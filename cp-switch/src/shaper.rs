@@ -99,6 +99,16 @@ impl Shaper {
         self.rate.is_none() || (self.clock.may_start(now) && ready <= now)
     }
 
+    /// The start time [`Shaper::start`] would record for a frame that became ready at
+    /// `ready`, without recording it (`now` when the port is not shaped).
+    #[inline]
+    pub fn start_instant(&self, now: Instant, ready: Instant) -> Instant {
+        if self.rate.is_none() {
+            return now;
+        }
+        self.clock.start_instant(now, ready)
+    }
+
     /// Records the transmission of a frame of `len` octets that became ready at `ready`
     /// (call only when [`Shaper::may_start`] holds). Returns its start time.
     #[inline]

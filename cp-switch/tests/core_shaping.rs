@@ -237,3 +237,73 @@ fn a_huge_delay_then_zero_does_not_wedge_the_port() {
     assert_eq!((out[0].bytes.len(), out[0].at), (100, t1));
     assert_eq!((out[1].bytes.len(), out[1].at), (200, t1));
 }
+
+/// A generated frame (`cnm_proto::wire::generated`) of `len` octets from `mac(0)` to
+/// `mac(dst)`, stamped `stamp` ns by its sender.
+fn generated_frame(dst: u8, len: usize, stamp: u64) -> Vec<u8> {
+    use cnm_proto::wire::generated;
+    let mut f = frame(mac(dst), mac(0), None, len);
+    f[14..18].copy_from_slice(&generated::MAGIC.to_be_bytes());
+    f[18..14 + generated::STAMPED_HEADER_LEN].fill(0);
+    assert!(generated::set_departure(&mut f, Instant::from_nanos(stamp)));
+    f
+}
+
+/// A port with `stamp_departures` writes into each generated frame the instant its shaper
+/// starts it (after the port's delay), not the instant it was polled: three 1500-octet frames
+/// at 1 Gb/s (1524 octets on the line with FCS, preamble and gap: 12 192 ns each) that
+/// arrived at t0 and were polled 100 µs late (within the shaper's 1 ms catch-up) carry t0,
+/// t0 + 12 192 ns and t0 + 24 384 ns; behind a 5 µs delay, 5 µs more. Other frames leave as
+/// they came, and so do generated frames on a port without the setting (the sender's stamp).
+#[test]
+fn a_stamping_port_writes_its_lines_start_instants() {
+    use cnm_proto::wire::generated;
+    let gbps = Rate::from_gbps(1);
+    let stamping = |p: PortConfig| PortConfig {
+        stamp_departures: true,
+        ..p
+    };
+    let cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0"),
+        stamping(PortConfig::new("p1").with_rate(gbps)),
+        stamping(
+            PortConfig::new("p2")
+                .with_rate(gbps)
+                .with_delay(Duration::from_micros(5)),
+        ),
+        PortConfig::new("p3").with_rate(gbps),
+    ]);
+    let mut h = Harness::new(cfg);
+    for p in 1..=3 {
+        h.learn(p, u16::from(p));
+    }
+    h.run_until(h.now + Duration::from_millis(1));
+    h.clear();
+    let t0 = h.now;
+    let plain = frame(mac(1), mac(0), None, 1500);
+    for dst in 1..=3 {
+        for _ in 0..3 {
+            h.rx(0, &generated_frame(dst, 1500, 7));
+        }
+    }
+    h.rx(0, &plain);
+    h.advance(Duration::from_micros(100));
+    h.run_until(h.now + Duration::from_millis(1));
+    let stamps = |port: u16| -> Vec<Option<u64>> {
+        h.data_out(port)
+            .iter()
+            .map(|s| generated::departure(&s.bytes).map(|t| t.as_nanos()))
+            .collect()
+    };
+    let t = t0.as_nanos();
+    assert_eq!(
+        stamps(1),
+        [Some(t), Some(t + 12_192), Some(t + 24_384), None]
+    );
+    assert_eq!(h.data_out(1)[3].bytes, plain);
+    assert_eq!(
+        stamps(2),
+        [Some(t + 5_000), Some(t + 17_192), Some(t + 29_384)]
+    );
+    assert_eq!(stamps(3), [Some(7), Some(7), Some(7)]);
+}

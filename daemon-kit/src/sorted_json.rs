@@ -673,8 +673,21 @@ mod tests {
         // Keys that tie on their first eight octets (and a NUL, which ties with the padding)
         // are ordered by their whole text.
         for (i, k) in [
-            "q", "b", "é", "a\"b", "\u{1}", "B", "bb", "", "\0", "b\0", "abcdefgh1", "abcdefgh0",
-            "abcdefgh", "abcdefg", "abcdefgh\0",
+            "q",
+            "b",
+            "é",
+            "a\"b",
+            "\u{1}",
+            "B",
+            "bb",
+            "",
+            "\0",
+            "b\0",
+            "abcdefgh1",
+            "abcdefgh0",
+            "abcdefgh",
+            "abcdefg",
+            "abcdefgh\0",
         ]
         .iter()
         .enumerate()

@@ -32,6 +32,7 @@
 //! delay = "25us"               # the link's delay towards the neighbour (after the shaper)
 //! ingress_delay = "25us"       # the link's delay from it, emulated by the ingress stage
 //! departure_stamps = true      # place generated frames by their sender's departure stamp
+//! stamp_departures = false     # write the departure instant into generated frames sent here
 //!
 //! [[port]]
 //! name = "sw-p2"
@@ -117,6 +118,11 @@ pub struct PortSpec {
     /// (`cnm_proto::wire::generated`). Default false; needs the ingress stage.
     #[serde(default)]
     pub departure_stamps: Option<bool>,
+    /// Write each generated frame's departure instant into it on the way out
+    /// (`cp_switch::config::PortConfig::stamp_departures`), for a port towards another switch
+    /// that places frames by their stamps. Default false.
+    #[serde(default)]
+    pub stamp_departures: Option<bool>,
 }
 
 impl PortSpec {
@@ -134,7 +140,7 @@ impl std::str::FromStr for PortSpec {
         let name = parts.next().unwrap_or("").trim().to_string();
         if name.is_empty() || name.len() > 15 || name.contains('=') {
             return Err(format!(
-                "port: {s:?}: expected IF[,rate=R][,delay=D][,in-delay=D][,stamps=on] with an interface name of 1-15 characters"
+                "port: {s:?}: expected IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on] with an interface name of 1-15 characters"
             ));
         }
         let mut spec = PortSpec {
@@ -145,6 +151,7 @@ impl std::str::FromStr for PortSpec {
             alternate_priority: None,
             ingress_delay: None,
             departure_stamps: None,
+            stamp_departures: None,
         };
         for kv in parts {
             let (k, v) = kv
@@ -190,22 +197,28 @@ impl std::str::FromStr for PortSpec {
                             .map_err(|e| format!("port {}: in-delay: {e}", spec.name))?,
                     )
                 }
-                "stamps" => {
-                    spec.departure_stamps = Some(match v.trim() {
+                "stamps" | "out-stamps" => {
+                    let on = match v.trim() {
                         "on" | "true" => true,
                         "off" | "false" => false,
                         _ => {
                             return Err(format!(
-                                "port {}: stamps: {v:?}: expected on or off",
-                                spec.name
+                                "port {}: {}: {v:?}: expected on or off",
+                                spec.name,
+                                k.trim()
                             ))
                         }
-                    })
+                    };
+                    if k.trim() == "stamps" {
+                        spec.departure_stamps = Some(on);
+                    } else {
+                        spec.stamp_departures = Some(on);
+                    }
                 }
                 other => {
                     return Err(format!(
                         "port {}: unknown option {other:?} (expected rate, delay, in-delay, \
-                         stamps, cnd or alt)",
+                         stamps, out-stamps, cnd or alt)",
                         spec.name
                     ))
                 }
@@ -483,7 +496,14 @@ mod tests {
         let p: PortSpec = "h1,delay=125us,in-delay=125us,stamps=on".parse().unwrap();
         assert_eq!(p.ingress_delay, Some(Duration::from_micros(125)));
         assert_eq!(p.departure_stamps, Some(true));
+        assert_eq!(p.stamp_departures, None);
         assert!(p.needs_stage());
+        // Writing stamps on the way out is the egress's business: no stage needed.
+        let p: PortSpec = "sw1,out-stamps=on".parse().unwrap();
+        assert_eq!(p.stamp_departures, Some(true));
+        assert!(!p.needs_stage());
+        let e = "sw1,out-stamps=maybe".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("out-stamps"), "{e}");
         let p: PortSpec = "h1,in-delay=0s,stamps=off".parse().unwrap();
         assert!(!p.needs_stage());
         let e = "h1,stamps=yes".parse::<PortSpec>().unwrap_err();

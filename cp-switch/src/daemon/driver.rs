@@ -71,6 +71,7 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
                 pc.delay = p.delay.unwrap_or(Duration::ZERO);
                 pc.cnd_defense = p.cnd_defense.unwrap_or_default();
                 pc.alternate_priority = p.alternate_priority;
+                pc.stamp_departures = p.stamp_departures.unwrap_or(false);
                 pc
             })
             .collect();

@@ -26,7 +26,13 @@ pub fn testbed() -> Command {
 /// machine to itself: tests share it.
 pub fn run_dumbbell(dir: &Path, args: &[&str]) -> std::process::ExitStatus {
     testbed()
-        .args(["dumbbell", "--quiet", "--no-plots", "--set", "scenario.scale=100"])
+        .args([
+            "dumbbell",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "scenario.scale=100",
+        ])
         .args(args)
         .arg("--out")
         .arg(dir)

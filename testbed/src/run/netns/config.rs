@@ -225,7 +225,15 @@ pub fn switch_config(
     top.insert("seed".into(), toml::Value::Integer(seed as i64 & i64::MAX));
     let stage = sc.topo.switch.get(sw).map_or(true, |x| x.ingress_stage);
     top.insert("ingress_stage".into(), toml::Value::Boolean(stage));
-    let stamps = stage && sc.topo.switch.get(sw).map_or(true, |x| x.departure_stamps);
+    // Whether a switch places frames by their departure stamps (its ingress stage on and
+    // `departure_stamps` not turned off).
+    let stamps_at = |node: &str| {
+        sc.topo
+            .switch
+            .get(node)
+            .map_or(true, |x| x.ingress_stage && x.departure_stamps)
+    };
+    let stamps = stamps_at(sw);
     let mut ports = Vec::new();
     for (li, l) in graph.links.iter().enumerate() {
         let link = &sc.topo.link[li];
@@ -241,7 +249,16 @@ pub fn switch_config(
             );
             let d = crate::scenario::scale_dur(link.delay, k.loop_mul);
             if graph.is_switch(&peer.node) {
-                p.insert("delay".into(), s(d));
+                if stamps && stamps_at(&peer.node) {
+                    // Each direction's delay in the receiving switch's ingress stage, the
+                    // lookahead for the sending switch's stamps (written as its shaper starts
+                    // each frame): both switches' process timing leaves the link's.
+                    p.insert("ingress_delay".into(), s(d));
+                    p.insert("departure_stamps".into(), toml::Value::Boolean(true));
+                    p.insert("stamp_departures".into(), toml::Value::Boolean(true));
+                } else {
+                    p.insert("delay".into(), s(d));
+                }
             } else if stamps {
                 // Both directions' delay in the ingress stage, where it is the lookahead for
                 // the host's departure stamps (twice the link's: see the module docs).
@@ -687,6 +704,61 @@ mod tests {
                 assert_eq!(p["delay"].as_str(), Some("25us"), "{off}: {p:?}");
                 assert_eq!(p.get("ingress_delay"), None, "{off}: {p:?}");
                 assert_eq!(p.get("departure_stamps"), None, "{off}: {p:?}");
+            }
+        }
+    }
+
+    /// The parking lot's `sw1` ports towards `sw0` and `sw2` (links of 10 µs, S = 1), with
+    /// `sets` applied.
+    fn parking_lot_trunks(sets: &[String]) -> Vec<toml::Table> {
+        let sc = crate::scenario::load("parking-lot", sets).unwrap();
+        let graph = sc.topo.graph();
+        let text = switch_config(
+            &sc,
+            &graph,
+            "sw1",
+            Scaling::ONE,
+            Path::new("sw1.ctl"),
+            Path::new("trace-sw1.jsonl"),
+            1,
+        )
+        .unwrap();
+        let t: toml::Table = toml::from_str(&text).unwrap();
+        t["port"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_table().unwrap().clone())
+            .filter(|p| matches!(p["name"].as_str(), Some("sw0" | "sw2")))
+            .collect()
+    }
+
+    /// Between two switches that both place frames by their stamps, each direction's delay
+    /// sits in the receiving switch's ingress stage and the sending port stamps its frames;
+    /// a switch with stamps off keeps both ends of its links on the egress delay.
+    #[test]
+    fn switch_links_carry_stamps_when_both_switches_place_by_them() {
+        let trunks = parking_lot_trunks(&[]);
+        assert_eq!(trunks.len(), 2, "{trunks:?}");
+        for p in &trunks {
+            assert_eq!(p.get("delay"), None, "{p:?}");
+            assert_eq!(p["ingress_delay"].as_str(), Some("10us"), "{p:?}");
+            assert_eq!(p["departure_stamps"].as_bool(), Some(true), "{p:?}");
+            assert_eq!(p["stamp_departures"].as_bool(), Some(true), "{p:?}");
+        }
+        for off in [
+            "switch.sw0.departure_stamps=false",
+            "switch.sw0.ingress_stage=false",
+        ] {
+            for p in parking_lot_trunks(&[off.to_string()]) {
+                let towards_sw0 = p["name"].as_str() == Some("sw0");
+                if towards_sw0 {
+                    assert_eq!(p["delay"].as_str(), Some("10us"), "{off}: {p:?}");
+                    assert_eq!(p.get("ingress_delay"), None, "{off}: {p:?}");
+                    assert_eq!(p.get("stamp_departures"), None, "{off}: {p:?}");
+                } else {
+                    assert_eq!(p["stamp_departures"].as_bool(), Some(true), "{off}: {p:?}");
+                }
             }
         }
     }
