@@ -89,7 +89,7 @@ use cp_switch::cp::{CpMode, Culprit};
 use cp_switch::Placement;
 use serde::Deserialize;
 
-/// One `--port IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,cnd=MODE][,alt=P]` or
+/// One `--port IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on][,cnd=MODE][,alt=P]` or
 /// `[[port]]` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -257,11 +257,12 @@ pub struct StaticFdb {
 pub struct RunArgs {
     /// A switch port: interface name with optional `,rate=R` (e.g. 100mbit), `,delay=D` (e.g.
     /// 25us, towards the neighbour), `,in-delay=D` (from it, in the ingress stage) and
-    /// `,stamps=on` (place generated frames by their departure stamps; needs `in-delay`).
-    /// Repeat for every port.
+    /// `,stamps=on` (place generated frames by their departure stamps; needs `in-delay`) and
+    /// `,out-stamps=on` (write the departure instant into generated frames sent, for a next
+    /// switch that places by stamps). Repeat for every port.
     #[arg(
         long = "port",
-        value_name = "IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,cnd=MODE][,alt=P]"
+        value_name = "IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on][,cnd=MODE][,alt=P]"
     )]
     #[serde(default, rename = "port")]
     pub ports: Vec<PortSpec>,

@@ -64,7 +64,8 @@
 //! up to `D` after it left its sender without arriving late. A port that trusts **departure
 //! stamps** (`departure_stamps`; [`cnm_proto::wire::generated`]) uses it: an emulated host's
 //! agent writes into each generated frame the instant `s_i` its pacers let the frame's first
-//! bit start, and the frame arrives where the physical link would have delivered it,
+//! bit start (another switch's port with `stamp_departures`, the instant its shaper starts
+//! the frame), and the frame arrives where the physical link would have delivered it,
 //!
 //! `a_i = s_i + wire_i + D`, kept within `[r_i, r_i + D]`,
 //!

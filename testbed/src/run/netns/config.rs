@@ -9,7 +9,11 @@
 //!   = link rate ÷ S and `delay`; a switch port towards a host carries the delay of *both*
 //!   directions of the link (2 × delay × S: a veth pair has no delay of its own, and the
 //!   feedback loop must see the simulator's round trip), ports between switches one direction
-//!   each. With departure stamps (the default, `[switch.NAME] departure_stamps`) a host port
+//!   each. Between two switches that both place frames by their departure stamps, each
+//!   direction's delay sits in the receiving port's ingress stage instead (`ingress_delay`,
+//!   `departure_stamps`) and the sending port writes its shaper's departure into each
+//!   generated frame (`stamp_departures`). With departure stamps (the default,
+//!   `[switch.NAME] departure_stamps`) a host port
 //!   carries those 2 × delay × S in its ingress stage (`ingress_delay`), none on its egress:
 //!   every round trip through the switch stays the simulator's (a CNM's loop, a TCP flow's
 //!   data and acknowledgements), and the stage gets the longest lookahead the link can give
