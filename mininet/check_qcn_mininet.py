@@ -38,7 +38,7 @@ def main():
     assert len(sc.hosts()) == 5 and len(sc.switches()) == 1, (sc.hosts(), sc.switches())
     bottleneck = [sc.linkInfo(a, b) for a, b in sc.links()
                   if prefix + "r0" in (a, b)][0]
-    # 10 Gb/s at the scenario's S = 10.
+    # 10 Gb/s ÷ the scenario's S = 10: 1 Gb/s.
     assert bottleneck["params1"].get("qcn_rate") == "1000000000bit", bottleneck
 
     topo = QcnDumbbell(n=2, rate="10mbit", prefix=prefix)

@@ -221,18 +221,20 @@ pub fn ingress_share(run: &RunData) -> Option<(f64, &super::model::IngressBurst)
     pooled_ingress(run.fidelity.ingress.iter())
 }
 
-/// Share of a port's frames that must carry a departure stamp for the port to count as
+/// Percent of a port's frames that must carry a departure stamp for the port to count as
 /// [`placed_by_stamps`]: a port between two switches also takes the few control frames that
 /// travel against the data (CNMs for hosts behind the other switch, LLDP), which carry none.
-pub const STAMPED_PORT_MIN: f64 = 0.99;
+pub const STAMPED_PORT_MIN_PERCENT: u64 = 99;
 
 /// Whether a port's stage placed its frames by their senders' departure stamps: every frame
-/// it took, or all but under 1 % ([`STAMPED_PORT_MIN`]), carried one, so its receive times,
+/// it took, or all but under 1 % ([`STAMPED_PORT_MIN_PERCENT`]), carried one, so its receive times,
 /// bunched or not, did not place them (see [`stamp_placement`]).
 pub fn placed_by_stamps(p: &super::model::IngressBurst) -> bool {
-    p.stage
-        .as_ref()
-        .is_some_and(|s| s.stamped > 0 && s.stamped as f64 >= STAMPED_PORT_MIN * s.staged as f64)
+    p.stage.as_ref().is_some_and(|s| {
+        s.stamped > 0
+            && u128::from(s.stamped) * 100
+                >= u128::from(s.staged) * u128::from(STAMPED_PORT_MIN_PERCENT)
+    })
 }
 
 /// The ingress measure pooled over the ports whose frames their receive times placed (not
@@ -965,11 +967,6 @@ mod tests {
         assert_eq!(sender_timing(&run, &th), None);
     }
 
-    /// Both ports' frames placed by their senders' departure stamps (stamped = staged):
-    /// their raw bursts (400 of 4000, 10 %) and the senders' lag (2 frame times at the median)
-    /// are notes; what is judged is the share of stamped frames later than the lookahead:
-    /// 36 of 4000 (0.90 %) passes, 44 (1.10 %) fails, and then the held-back generator's
-    /// CNMs are unexplained too.
     /// A port counts as placed by stamps when at least 99 % of its frames carried one (a
     /// port between switches also takes the unstamped CNMs and LLDP going the other way).
     #[test]
@@ -989,6 +986,11 @@ mod tests {
         assert!(!placed_by_stamps(&IngressBurst::default()));
     }
 
+    /// Both ports' frames placed by their senders' departure stamps (stamped = staged):
+    /// their raw bursts (400 of 4000, 10 %) and the senders' lag (2 frame times at the median)
+    /// are notes; what is judged is the share of stamped frames later than the lookahead:
+    /// 36 of 4000 (0.90 %) passes, 44 (1.10 %) fails, and then the held-back generator's
+    /// CNMs are unexplained too.
     #[test]
     fn stamped_frames_are_judged_by_how_many_came_behind_the_lookahead() {
         let th = FidelityThresholds::default();

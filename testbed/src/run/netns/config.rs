@@ -252,6 +252,9 @@ pub fn switch_config(
                 s(crate::scenario::scale_rate(link.rate, k.rate_div)),
             );
             let d = crate::scenario::scale_dur(link.delay, k.loop_mul);
+            // Stamps need a lookahead: a link without delay gives none, and its frames are
+            // placed by their receive times.
+            let stamps = stamps && d > Duration::ZERO;
             if graph.is_switch(&peer.node) {
                 if stamps && stamps_at(&peer.node) {
                     // Each direction's delay in the receiving switch's ingress stage, the
@@ -764,6 +767,33 @@ mod tests {
                     assert_eq!(p["stamp_departures"].as_bool(), Some(true), "{off}: {p:?}");
                 }
             }
+        }
+    }
+
+    /// A link without delay gives no lookahead: its ports keep the (zero) egress delay and
+    /// place frames by their receive times, which the daemon accepts (stamps without an
+    /// ingress delay it refuses).
+    #[test]
+    fn links_without_delay_carry_no_stamps() {
+        let ports = ports_of(&["link.0.delay=0s".to_string()]);
+        let h0 = ports
+            .iter()
+            .find(|p| p["name"].as_str() == Some("h0"))
+            .unwrap();
+        assert_eq!(h0["delay"].as_str(), Some("0s"), "{h0:?}");
+        assert_eq!(h0.get("ingress_delay"), None, "{h0:?}");
+        assert_eq!(h0.get("departure_stamps"), None, "{h0:?}");
+        let sc = crate::scenario::load("parking-lot", &[]).unwrap();
+        let trunk = sc
+            .topo
+            .link
+            .iter()
+            .position(|l| l.a == "sw0" && l.b == "sw1")
+            .unwrap();
+        for p in parking_lot_trunks(&[format!("link.{trunk}.delay=0s")]) {
+            let towards_sw0 = p["name"].as_str() == Some("sw0");
+            assert_eq!(p.get("stamp_departures").is_none(), towards_sw0, "{p:?}");
+            assert_eq!(p.get("ingress_delay").is_none(), towards_sw0, "{p:?}");
         }
     }
 
