@@ -50,6 +50,29 @@ fn an_invalid_configuration_exits_2() {
         err.contains("port no-such-if0: departure_stamps needs an ingress_delay"),
         "{err}"
     );
+    // A wake quantum needs every port's stage to hold at least twice it (checked before any
+    // interface): 40 µs is short of 2 × 25 µs; with 50 µs the interface is what is missing.
+    let quantum = |in_delay: &str| {
+        cp_switch()
+            .args([
+                "--port",
+                &format!("no-such-if0,in-delay={in_delay}"),
+                "--wake-quantum",
+                "25us",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = quantum("40us");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("wake_quantum 25us"), "{err}");
+    assert!(err.contains("port no-such-if0 has 40us"), "{err}");
+    let out = quantum("50us");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("wake_quantum"), "{err}");
+    assert!(err.contains("no-such-if0"), "{err}");
 }
 
 #[test]

@@ -25,6 +25,7 @@
 //! er_interval = "3ms"          # --er-interval: explicit-rate T (default 30us x 10Gbit/C)
 //! sched = "fifo:50"            # --sched: dataplane thread's policy, other (default) | fifo:PRIO
 //! cpu = [1]                    # --cpu 1: pin the dataplane thread (daemon_kit::sched)
+//! wake_quantum = "25us"        # --wake-quantum: least time between two loop iterations
 //!
 //! [[port]]
 //! name = "sw-p1"
@@ -384,6 +385,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N[,M]")]
     #[serde(default)]
     pub cpu: Option<daemon_kit::sched::CpuList>,
+    /// Least time between two iterations of the dataplane loop (e.g. 25us; default 0: wake
+    /// for every departure, delivery and frame). Only when every port has the ingress stage
+    /// with an `ingress_delay` of at least twice the quantum, so that frames read late by
+    /// up to a quantum still reach the bridge at their links' instants; otherwise refused.
+    #[arg(long, value_name = "DURATION")]
+    #[serde(default)]
+    pub wake_quantum: Option<Duration>,
     /// Static FDB entries (TOML only).
     #[arg(skip)]
     #[serde(default)]
@@ -450,7 +458,8 @@ impl RunArgs {
             er_interval,
             ingress_stage,
             sched,
-            cpu
+            cpu,
+            wake_quantum
         );
         self.ifg |= flags.ifg;
         self.static_fdb.extend(flags.static_fdb);

@@ -220,6 +220,10 @@ pub struct SwitchSpec {
     /// (`cp_switch` daemon module `stage`). Default true; needs `ingress_stage`; the
     /// simulator's hosts send on time and have no use for it.
     pub departure_stamps: bool,
+    /// Namespace runs: the switch daemon's loop runs at most once per this time
+    /// (`cp-switch --wake-quantum`), when every port of the switch holds a link delay of at
+    /// least twice it in its ingress stage; zero wakes it for every frame. Default 25 µs.
+    pub wake_quantum: Duration,
     /// `[switch.NAME.bridge]`, typed by the parser; `None` when the file has no such table.
     pub bridge: Option<BridgeSpec>,
 }
@@ -241,8 +245,17 @@ struct SwitchFile {
     ingress_stage: bool,
     #[serde(default = "yes")]
     departure_stamps: bool,
+    #[serde(default = "default_wake_quantum")]
+    wake_quantum: Duration,
     #[serde(default)]
     bridge: Option<toml::Table>,
+}
+
+/// `[switch.NAME] wake_quantum` when the file gives none.
+pub const DEFAULT_WAKE_QUANTUM: Duration = Duration::from_micros(25);
+
+fn default_wake_quantum() -> Duration {
+    DEFAULT_WAKE_QUANTUM
 }
 
 fn yes() -> bool {
@@ -272,6 +285,7 @@ impl SwitchFile {
             static_fdb: self.static_fdb,
             ingress_stage: self.ingress_stage,
             departure_stamps: self.departure_stamps,
+            wake_quantum: self.wake_quantum,
             bridge,
         })
     }

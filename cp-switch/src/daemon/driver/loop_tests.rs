@@ -55,6 +55,19 @@ impl Lab {
         Self::start_with(ports, clock, term, Some(Arrivals::ReadTime), |_| {}, None)
     }
 
+    /// As [`Lab::start`], the loop running at most once per `quantum`, after `preload` has
+    /// given the hosts' ends their first frames (a frame sent later at the same warped
+    /// instant would wait for a quantum the stopped clock never reaches).
+    fn start_quantized(
+        ports: &[&str],
+        clock: WarpClock,
+        quantum: Duration,
+        preload: impl FnOnce(&mut [Option<PipePort>]),
+    ) -> Lab {
+        let term = Arc::new(AtomicBool::new(false));
+        Self::start_full(ports, clock, term, None, preload, None, quantum)
+    }
+
     /// As [`Lab::start_staged`], frames arriving at their pipe stamps (on the warped clock),
     /// after `preload` has given the hosts' ends their first frames; the clock moves on by
     /// `lead` once the switch exists, so the loop finds them all waiting on its first look,
@@ -84,6 +97,18 @@ impl Lab {
         staged: Option<Arrivals>,
         preload: impl FnOnce(&mut [Option<PipePort>]),
         lead: Option<Duration>,
+    ) -> Lab {
+        Self::start_full(ports, clock, term, staged, preload, lead, Duration::ZERO)
+    }
+
+    fn start_full(
+        ports: &[&str],
+        clock: WarpClock,
+        term: Arc<AtomicBool>,
+        staged: Option<Arrivals>,
+        preload: impl FnOnce(&mut [Option<PipePort>]),
+        lead: Option<Duration>,
+        quantum: Duration,
     ) -> Lab {
         let args = RunArgs {
             ports: ports
@@ -125,7 +150,8 @@ impl Lab {
         preload(&mut hosts);
         let (c, t) = (clock.clone(), term.clone());
         let thread = std::thread::spawn(move || {
-            let mut dp = Dataplane::new(bridge, ends, reopener, c.clone(), req_rx);
+            let mut dp = Dataplane::new(bridge, ends, reopener, c.clone(), req_rx)
+                .with_wake_quantum(quantum);
             if let Some(arrivals) = staged {
                 dp = dp.with_ingress_stage(arrivals);
             }
@@ -444,6 +470,34 @@ fn an_auto_port_advertises_its_cn_tlv_and_learns_the_neighbours() {
     assert_eq!(v["ports"][0]["cn_tag_kept"], 1 << 3);
     assert_eq!(v["ports"][1]["cnd_defense"], "interior-ready");
     assert_eq!(v["ports"][1]["lldp_tx"], 0);
+    lab.stop();
+}
+
+/// With a wake quantum of 25 µs the loop runs at most once per quantum: three 1000-octet
+/// frames towards a 1 Gb/s port are due at T0, T0 + 8 µs and T0 + 16 µs (no preamble, FCS or
+/// padding by default on veth); the first leaves at once, then the loop sleeps until
+/// T0 + 25 µs with no port to wake it, the second's departure at T0 + 8 µs included, and sends
+/// the second and the third together.
+#[test]
+fn a_wake_quantum_spaces_the_loops_iterations() {
+    let clock = WarpClock::stopped(T0);
+    let q = Duration::from_micros(25);
+    let mut lab = Lab::start_quantized(&["p1", "p2,rate=1gbit"], clock.clone(), q, |hosts| {
+        for tag in [1, 2, 3] {
+            let h = hosts[0].as_mut().unwrap();
+            assert!(h.send(&frame(2, 1, 1000, tag)).unwrap());
+        }
+    });
+    assert_eq!(recv_one(lab.host(1))[14], 1);
+    let_loop_sleep(&clock, 5);
+    assert_eq!(clock.last_deadline(), Some(T0 + q));
+    clock.advance(Duration::from_micros(8));
+    let_loop_sleep(&clock, 5);
+    assert_eq!(lab.host(1).pending(), 0, "a frame left inside the quantum");
+    assert_eq!(clock.last_deadline(), Some(T0 + q));
+    clock.advance(Duration::from_micros(17));
+    assert_eq!(recv_one(lab.host(1))[14], 2);
+    assert_eq!(recv_one(lab.host(1))[14], 3);
     lab.stop();
 }
 

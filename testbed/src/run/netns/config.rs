@@ -239,6 +239,8 @@ pub fn switch_config(
     };
     let stamps = stamps_at(sw);
     let mut ports = Vec::new();
+    // The shortest link delay any port holds in its ingress stage (zero: a port holds none).
+    let mut least_ingress: Option<Duration> = None;
     for (li, l) in graph.links.iter().enumerate() {
         let link = &sc.topo.link[li];
         for (me, peer) in [(&l.a, &l.b), (&l.b, &l.a)] {
@@ -263,8 +265,10 @@ pub fn switch_config(
                     p.insert("ingress_delay".into(), s(d));
                     p.insert("departure_stamps".into(), toml::Value::Boolean(true));
                     p.insert("stamp_departures".into(), toml::Value::Boolean(true));
+                    least_ingress = Some(least_ingress.map_or(d, |x| x.min(d)));
                 } else {
                     p.insert("delay".into(), s(d));
+                    least_ingress = Some(Duration::ZERO);
                 }
             } else if stamps {
                 // Both directions' delay in the ingress stage, where it is the lookahead for
@@ -272,14 +276,26 @@ pub fn switch_config(
                 let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
                 p.insert("ingress_delay".into(), s(both));
                 p.insert("departure_stamps".into(), toml::Value::Boolean(true));
+                least_ingress = Some(least_ingress.map_or(both, |x| x.min(both)));
             } else {
                 let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
                 p.insert("delay".into(), s(both));
+                least_ingress = Some(Duration::ZERO);
             }
             ports.push(toml::Value::Table(p));
         }
     }
     top.insert("port".into(), toml::Value::Array(ports));
+    // The loop's wake quantum, where every port's stage holds a link delay of at least twice
+    // it (the daemon refuses it otherwise: see `cp-switch`'s dataplane loop).
+    let q = sc
+        .topo
+        .switch
+        .get(sw)
+        .map_or(crate::sim::topo::DEFAULT_WAKE_QUANTUM, |x| x.wake_quantum);
+    if stage && q > Duration::ZERO && least_ingress.is_some_and(|d| d >= q + q) {
+        top.insert("wake_quantum".into(), s(q));
+    }
     top.insert("bridge".into(), toml::Value::Table(bridge));
     Ok(toml::to_string(&top)?)
 }
@@ -795,6 +811,48 @@ mod tests {
             assert_eq!(p.get("stamp_departures").is_none(), towards_sw0, "{p:?}");
             assert_eq!(p.get("ingress_delay").is_none(), towards_sw0, "{p:?}");
         }
+    }
+
+    /// The switch's wake quantum (25 µs by default) is given when every port's stage holds
+    /// at least twice it (the dumbbell's host ports, 25 µs both ways at S = 1, hold 25 µs:
+    /// not enough; × 10: 250 µs), and never when the scenario turns it off or a port holds no
+    /// delay.
+    #[test]
+    fn the_wake_quantum_is_given_where_every_port_holds_twice_it() {
+        let quantum = |sets: &[&str], k: Scaling| {
+            let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+            let sc = crate::scenario::load("dumbbell", &sets).unwrap();
+            let graph = sc.topo.graph();
+            let text = switch_config(
+                &sc,
+                &graph,
+                "sw0",
+                k,
+                Path::new("sw0.ctl"),
+                Path::new("trace-sw0.jsonl"),
+                1,
+            )
+            .unwrap();
+            let t: toml::Table = toml::from_str(&text).unwrap();
+            t.get("wake_quantum")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        };
+        let ten = Scaling {
+            rate_div: 10.0,
+            loop_mul: 10.0,
+            sched_mul: 10.0,
+        };
+        assert_eq!(quantum(&[], ten), Some("25us".into()));
+        assert_eq!(quantum(&[], Scaling::ONE), None);
+        assert_eq!(quantum(&["switch.sw0.wake_quantum=\"0s\""], ten), None);
+        assert_eq!(
+            quantum(&["switch.sw0.wake_quantum=\"100us\""], ten),
+            Some("100us".into())
+        );
+        assert_eq!(quantum(&["switch.sw0.wake_quantum=\"200us\""], ten), None);
+        assert_eq!(quantum(&["link.0.delay=\"0s\""], ten), None);
+        assert_eq!(quantum(&["switch.sw0.departure_stamps=false"], ten), None);
     }
 
     #[test]
