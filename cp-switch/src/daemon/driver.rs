@@ -24,9 +24,9 @@
 //! Each sleep costs the loop a timer armed and a wake-up; on a virtual machine both are exits
 //! to the hypervisor. At S = 10 (1 Gb/s, a 1500-octet frame every 12 µs out of the bottleneck
 //! and as many deliveries of the ingress stages) the switch woke for nearly every frame, and a
-//! profile of its process (`perf record -g -p`, 8 s of the mixed on/off scenario) had 39 % of
-//! its time in `ppoll`'s timed sleep and 50 % in the kernel's re-enabling of interrupts after
-//! it: the process was 97-98 % busy, mostly waking up. With a quantum `q`
+//! profile of its process (`perf record -g -p`, 8 s of the mixed on/off scenario) had half of
+//! its samples in the kernel re-enabling interrupts, 39 % of all under `ppoll`'s timed sleep:
+//! the process was 96-98 % busy, mostly waking up (54-69 % with a quantum of 25 µs). With a quantum `q`
 //! ([`Dataplane::with_wake_quantum`], `--wake-quantum`) the loop runs at most once every `q`:
 //! what fell due meanwhile is done at once, in the order the instants say (the stages' frames
 //! in delivery order, each after the departures due before it; the shaper back-dates a late
