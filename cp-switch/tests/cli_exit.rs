@@ -73,6 +73,19 @@ fn an_invalid_configuration_exits_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("wake_quantum"), "{err}");
     assert!(err.contains("no-such-if0"), "{err}");
+    // At most MAX_SLEEP (10 ms): control requests and signals wait for it.
+    let out = cp_switch()
+        .args([
+            "--port",
+            "no-such-if0,in-delay=1s",
+            "--wake-quantum",
+            "20ms",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("wake_quantum 20ms: at most 10ms"), "{err}");
 }
 
 #[test]

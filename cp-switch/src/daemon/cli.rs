@@ -385,10 +385,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N[,M]")]
     #[serde(default)]
     pub cpu: Option<daemon_kit::sched::CpuList>,
-    /// Least time between two iterations of the dataplane loop (e.g. 25us; default 0: wake
-    /// for every departure, delivery and frame). Only when every port has the ingress stage
-    /// with an `ingress_delay` of at least twice the quantum, so that frames read late by
-    /// up to a quantum still reach the bridge at their links' instants; otherwise refused.
+    /// Least time between two iterations of the dataplane loop (e.g. 25us, at most 10ms;
+    /// default 0: wake for every departure, delivery and frame). Frames leave up to a quantum
+    /// after their instants; only when every port has the ingress stage with an
+    /// `ingress_delay` of at least twice the quantum (the lookahead that absorbs that);
+    /// otherwise refused.
     #[arg(long, value_name = "DURATION")]
     #[serde(default)]
     pub wake_quantum: Option<Duration>,

@@ -27,16 +27,22 @@
 //! profile of its process (`perf record -g -p`, 8 s of the mixed on/off scenario) had half of
 //! its samples in the kernel re-enabling interrupts, 39 % of all under `ppoll`'s timed sleep:
 //! the process was 96-98 % busy, mostly waking up (54-69 % with a quantum of 25 µs). With a quantum `q`
-//! ([`Dataplane::with_wake_quantum`], `--wake-quantum`) the loop runs at most once every `q`:
-//! what fell due meanwhile is done at once, in the order the instants say (the stages' frames
-//! in delivery order, each after the departures due before it; the shaper back-dates a late
-//! start by up to its catch-up, and a port that stamps departures writes the line's instant).
-//! Frames are read up to `q` late, which changes nothing for a port whose ingress stage holds
-//! a link delay `D ≥ 2q`: a frame's delivery `a_i ≥ r_i + D − lag` is computed from its kernel
-//! receive stamp `r_i`, not from when it was read. So the daemon accepts a quantum only when
-//! every port has the stage and such a delay. What a quantum does move is wall-clock: a frame
-//! towards a host (which places nothing by stamps) leaves up to `q` after its instant, and so
-//! does a CNM.
+//! ([`Dataplane::with_wake_quantum`], `--wake-quantum`) the loop runs at most once every `q`,
+//! with one sleep per quantum: what fell due meanwhile is done at once, in the order the
+//! instants say (the stages' frames in delivery order, each after the departures due before
+//! it; the shaper back-dates a late start by up to its catch-up, and a port that stamps
+//! departures writes the line's instant).
+//!
+//! Reading frames up to `q` late moves nothing on a port with a stage and kernel receive
+//! stamps: a frame's delivery lies in `[r_i, r_i + D]`, computed from its receive stamp `r_i`,
+//! and every frame read in an iteration was received after the previous iteration's `now`,
+//! which is as far as the bridge's time went. What a quantum moves is wall-clock: a frame
+//! leaves up to `q` after its instant, and so does a CNM. Towards a host that lengthens the
+//! loop by `q / 2` on average; towards a switch that places frames by this switch's departure
+//! stamps it is sender lag, which the next stage's lookahead must absorb. So the daemon takes
+//! a quantum only when every port has the stage and an ingress delay `D ≥ 2q` (a conservative
+//! rule: the delay that matters is the next switch's), and at most [`MAX_SLEEP`], so that
+//! control requests and signals are not kept waiting.
 //!
 //! A `ctl set cp` that succeeds is also written to the trace as a `{"type": "cp_config", "t",
 //! "set", "change"}` record, so a run's analysis sees when the congestion points changed.
@@ -221,6 +227,11 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             p.name
         )));
     }
+    if let Some(q) = args.wake_quantum.filter(|q| *q > MAX_SLEEP) {
+        return Err(DaemonError::Config(format!(
+            "wake_quantum {q}: at most {MAX_SLEEP} (control requests and signals wait for it)"
+        )));
+    }
     if let Some(q) = args.wake_quantum.filter(|q| *q > Duration::ZERO) {
         let short = args
             .ports
@@ -228,9 +239,9 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             .find(|p| p.ingress_delay.unwrap_or(Duration::ZERO) < q + q);
         if !stage_on || args.ports.is_empty() || short.is_some() {
             return Err(DaemonError::Config(format!(
-                "wake_quantum {q}: every port needs the ingress stage and an ingress_delay of at \
-                 least twice the quantum (frames read up to a quantum late must still reach \
-                 the bridge at their links' instants){}",
+                "wake_quantum {q}: every port (given as --port or [[port]]) needs the ingress \
+                 stage and an ingress_delay of at least twice the quantum, the lookahead that \
+                 absorbs a frame sent up to a quantum after its instant{}",
                 short.map_or(String::new(), |p| format!(
                     "; port {} has {}",
                     p.name,
@@ -375,8 +386,8 @@ pub struct Dataplane<P: Port + Send + 'static, C: Clock> {
     bridge_time: Instant,
     /// Least time between two iterations ([`Dataplane::with_wake_quantum`]; zero: none).
     wake_quantum: Duration,
-    /// When the last iteration began.
-    last_step: Instant,
+    /// When the last iteration began (`None`: none yet).
+    last_step: Option<Instant>,
 }
 
 /// Where the ingress link-rate stage ([`super::stage`]) takes a frame's arrival time from.
@@ -455,8 +466,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             arrivals: Arrivals::ReadTime,
             bridge_time: now,
             wake_quantum: Duration::ZERO,
-            // The first iteration runs at once.
-            last_step: Instant::ZERO,
+            last_step: None,
         }
     }
 
@@ -514,14 +524,8 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         let mut gone: Vec<(usize, String)> = Vec::new();
         while !term.load(Ordering::Relaxed) {
             if self.wake_quantum > Duration::ZERO {
-                // No port wakes this sleep: what arrives meanwhile waits for the quantum.
-                let next = self.last_step + self.wake_quantum;
-                while self.clock.now() < next && !term.load(Ordering::Relaxed) {
-                    self.clock
-                        .wait(&[], next)
-                        .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
-                }
-                self.last_step = self.clock.now();
+                self.sleep_out_the_quantum(term)?;
+                self.last_step = Some(self.clock.now());
             }
             let busy = self.step(&mut gone);
             // Sleep until a port is readable, the bridge has a departure due, or a
@@ -545,6 +549,15 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
             if self.trace.is_some() {
                 deadline = deadline.min(self.next_trace);
             }
+            if let Some(end) = self.quantum_end() {
+                if deadline <= end {
+                    // Nothing is due before the quantum is over: its sleep is the only one.
+                    continue;
+                }
+                // One sleep to the quantum's end, then the ports: at once if a frame came
+                // meanwhile (no timer armed), so that a quantum costs one wake-up under load.
+                self.sleep_out_the_quantum(term)?;
+            }
             fds.clear();
             fds.extend(
                 self.slots
@@ -556,6 +569,27 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                     .wait(&fds, deadline)
                     .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
             }
+        }
+        Ok(())
+    }
+
+    /// When the current quantum ends (`None`: no quantum, or no iteration yet).
+    fn quantum_end(&self) -> Option<Instant> {
+        let start = self
+            .last_step
+            .filter(|_| self.wake_quantum > Duration::ZERO)?;
+        Some(start + self.wake_quantum)
+    }
+
+    /// Sleeps, with no port to wake it, until the current quantum ends (or `term` is set).
+    fn sleep_out_the_quantum(&self, term: &AtomicBool) -> Result<(), DaemonError> {
+        let Some(end) = self.quantum_end() else {
+            return Ok(());
+        };
+        while self.clock.now() < end && !term.load(Ordering::Relaxed) {
+            self.clock
+                .wait(&[], end)
+                .map_err(|e| DaemonError::Runtime(format!("ppoll: {e}")))?;
         }
         Ok(())
     }
@@ -627,7 +661,8 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
         // Departures up to the instant the ports were read, not a later one: a frame that
         // reached a ring after the reads is stamped after that instant, and the bridge's time
         // must not pass it before it is read (it would be handed over late; see
-        // `super::stage`). What falls due meanwhile is sent by the next iteration, at once.
+        // `super::stage`). What falls due meanwhile is sent by the next iteration (at once, or
+        // when the wake quantum is over).
         let now = now.max(self.bridge_time);
         self.bridge_time = now;
         busy |= transmit(
