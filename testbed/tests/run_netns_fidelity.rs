@@ -77,13 +77,19 @@ fn a_cpu_starved_run_is_not_faithful() {
     );
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("faster than their links"), "{report}");
-    // The senders' lag beyond the lookahead is one of the reasons, not a note: the frames
-    // were placed by their departure stamps, and too many came too late for that.
+    // The starvation itself is one of the reasons: the one CPU the run was given (not the
+    // machine's, whose other CPU idles) was saturated. How late the senders' stamps came is
+    // reported too, as a reason or, within its limit, as a note (with the switch's wake
+    // quantum the hosts process keeps more of the CPU, and the share sits near the limit).
     let warnings = s["warnings"].as_array().unwrap();
+    let has = |start: &str| {
+        warnings
+            .iter()
+            .any(|w| w.as_str().is_some_and(|w| w.starts_with(start)))
+    };
+    assert!(has("CPU saturation: the run's CPU(s) 0 busy"), "{text}");
     assert!(
-        warnings.iter().any(|w| w
-            .as_str()
-            .is_some_and(|w| w.starts_with("departure stamps:"))),
+        has("departure stamps:") || has("note: departure stamps:"),
         "{text}"
     );
     // The twin ran on the same scenario and seed and judged every metric.

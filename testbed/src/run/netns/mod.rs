@@ -93,6 +93,8 @@ pub struct NetnsWorld {
     /// The traces' clock and its offset to the captures' (read when the schedule starts).
     trace_clock: Option<crate::analysis::model::TraceClock>,
     probe: probe::Probe,
+    /// The CPUs the run may use (the runner's affinity at its start; `probe`).
+    run_cpus: Vec<usize>,
     gens: Vec<GenProc>,
     iperfs: Vec<ClientProc>,
     incasts: Vec<ClientProc>,
@@ -221,8 +223,9 @@ impl NetnsWorld {
         let hosts_process = sc.meta.netns.hosts == crate::scenario::HostsMode::OneProcess
             && kinds.iter().any(|k| !k.is_ip());
         let mut pinning = None;
+        // The CPUs the run may use, before the runner confines itself (`Confined`).
+        let cpus = cnm_proto::phy::process::affinity().unwrap_or_default();
         if opts.pin && hosts_process {
-            let cpus = cnm_proto::phy::process::affinity().unwrap_or_default();
             pinning = Pinning::plan(graph.switches.len(), &cpus);
             if pinning.is_none() {
                 run.warnings.push(format!(
@@ -285,6 +288,7 @@ impl NetnsWorld {
             t0_mono: 0,
             trace_clock: None,
             probe: probe::Probe::default(),
+            run_cpus: cpus.clone(),
             gens: Vec::new(),
             iperfs: Vec::new(),
             incasts: Vec::new(),
@@ -585,7 +589,7 @@ impl World for NetnsWorld {
             self.t0_mono,
         ));
         let pids: Vec<u32> = self.switches.iter().map(|s| s.child.id()).collect();
-        self.probe = probe::Probe::new(&pids);
+        self.probe = probe::Probe::new(&pids, &self.run_cpus);
         Ok(false)
     }
 
