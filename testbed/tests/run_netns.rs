@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::netns::{assert_clean, namespaces_of, out_dir, prefix_of, processes_of, testbed};
+use common::netns::{
+    assert_clean, namespaces_of, out_dir, prefix_of, processes_of, run_dumbbell, testbed,
+};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,21 +18,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
     // 1. A short complete run: 8 s of schedule (steps at 8/3 s and 16/3 s), at S = 100
     //    (100 Mb/s; the built-in's S = 10 needs the machine to itself, and tests share it).
     let dir = out_dir("run-netns", "full");
-    let status = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
-            "--set",
-            "scenario.scale=100",
-            "--set",
-            "scenario.netns.duration=8s",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
+    let status = run_dumbbell(&dir, &["--set", "scenario.netns.duration=8s"]);
     assert!(status.success(), "{status}");
     let prefix = prefix_of(&dir).unwrap();
     assert_clean(&prefix);

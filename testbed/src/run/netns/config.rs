@@ -676,21 +676,20 @@ mod tests {
         assert!(checked.0 > 20 && checked.1 > 100, "{checked:?}");
     }
 
+    /// The configuration of switch `sw` of the built-in `scenario` at scaling `k`, with `sets`
+    /// applied.
+    fn switch_file(scenario: &str, sw: &str, sets: &[String], k: Scaling) -> toml::Table {
+        let sc = crate::scenario::load(scenario, sets).unwrap();
+        let graph = sc.topo.graph();
+        let (ctl, trace) = (format!("{sw}.ctl"), format!("trace-{sw}.jsonl"));
+        let text =
+            switch_config(&sc, &graph, sw, k, Path::new(&ctl), Path::new(&trace), 1).unwrap();
+        toml::from_str(&text).unwrap()
+    }
+
     /// The dumbbell's switch configuration (links of 12.5 µs, S = 1) with `sets` applied.
     fn dumbbell_switch(sets: &[String]) -> toml::Table {
-        let sc = crate::scenario::load("dumbbell", sets).unwrap();
-        let graph = sc.topo.graph();
-        let text = switch_config(
-            &sc,
-            &graph,
-            "sw0",
-            Scaling::ONE,
-            Path::new("sw0.ctl"),
-            Path::new("trace-sw0.jsonl"),
-            1,
-        )
-        .unwrap();
-        toml::from_str(&text).unwrap()
+        switch_file("dumbbell", "sw0", sets, Scaling::ONE)
     }
 
     /// The switch's `ingress_stage` in its daemon configuration: on unless the scenario says.
@@ -734,20 +733,7 @@ mod tests {
     /// The parking lot's `sw1` ports towards `sw0` and `sw2` (links of 10 µs, S = 1), with
     /// `sets` applied.
     fn parking_lot_trunks(sets: &[String]) -> Vec<toml::Table> {
-        let sc = crate::scenario::load("parking-lot", sets).unwrap();
-        let graph = sc.topo.graph();
-        let text = switch_config(
-            &sc,
-            &graph,
-            "sw1",
-            Scaling::ONE,
-            Path::new("sw1.ctl"),
-            Path::new("trace-sw1.jsonl"),
-            1,
-        )
-        .unwrap();
-        let t: toml::Table = toml::from_str(&text).unwrap();
-        t["port"]
+        switch_file("parking-lot", "sw1", sets, Scaling::ONE)["port"]
             .as_array()
             .unwrap()
             .iter()
@@ -821,20 +807,8 @@ mod tests {
     fn the_wake_quantum_is_given_where_every_port_holds_twice_it() {
         let quantum = |sets: &[&str], k: Scaling| {
             let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-            let sc = crate::scenario::load("dumbbell", &sets).unwrap();
-            let graph = sc.topo.graph();
-            let text = switch_config(
-                &sc,
-                &graph,
-                "sw0",
-                k,
-                Path::new("sw0.ctl"),
-                Path::new("trace-sw0.jsonl"),
-                1,
-            )
-            .unwrap();
-            let t: toml::Table = toml::from_str(&text).unwrap();
-            t.get("wake_quantum")
+            switch_file("dumbbell", "sw0", &sets, k)
+                .get("wake_quantum")
                 .and_then(|v| v.as_str())
                 .map(str::to_owned)
         };
