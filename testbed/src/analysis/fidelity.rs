@@ -8,7 +8,7 @@
 //!
 //! | check | measure | default limit |
 //! |---|---|---|
-//! | CPU saturation | mean busy fraction of each sampled process or core | 0.90 |
+//! | CPU saturation | mean busy fraction of each sampled switch process, and of the CPUs the run may use (the runner's affinity) | 0.90 |
 //! | generator shortfall | `1 − offered/intended` per flow | 0.05 |
 //! | unexpected drops | drops outside CP queues (rings, delay lines, control queues, generators) | 0 |
 //! | pacing error | mean relative inter-frame gap error per generator | 0.10 |
