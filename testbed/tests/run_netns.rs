@@ -5,7 +5,7 @@
 mod common;
 
 use common::netns::{
-    assert_clean, namespaces_of, out_dir, prefix_of, processes_of, run_dumbbell, testbed,
+    assert_clean, dumbbell, namespaces_of, out_dir, prefix_of, processes_of, run_dumbbell,
 };
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,19 +46,7 @@ fn netns_dumbbell_end_to_end_and_interrupted() {
 
     // 2. Interrupted mid-run by SIGINT: exit status 130, nothing left.
     let dir = out_dir("run-netns", "int");
-    let mut child = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
-            "--set",
-            "scenario.scale=100",
-            "--set",
-            "scenario.netns.duration=30s",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stdout(Stdio::null())
+    let mut child = dumbbell(&dir, &["--set", "scenario.netns.duration=30s"])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();

@@ -206,10 +206,11 @@ struct PortSlot<P> {
 /// How often the reopening thread tries a down port again.
 const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Runs the daemon until `term` is set (SIGINT/SIGTERM). Returns after flushing traces.
-pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
-    let mut cfg = bridge_config(&args)?;
-    let stage_on = args.ingress_stage.unwrap_or(true);
+/// The ports' link settings against what applies them, before any interface is opened:
+/// what only the ingress stage does needs the stage, departure stamps need an ingress delay
+/// (their lookahead), and a wake quantum needs every port's stage to hold twice it and may
+/// not exceed [`MAX_SLEEP`] (see the module documentation, "The wake quantum").
+fn check_link_settings(args: &RunArgs, stage_on: bool) -> Result<(), DaemonError> {
     if let Some(p) = args.ports.iter().find(|p| p.needs_stage() && !stage_on) {
         return Err(DaemonError::Config(format!(
             "port {}: ingress_delay and departure_stamps are applied by the ingress stage, \
@@ -250,6 +251,14 @@ pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
             )));
         }
     }
+    Ok(())
+}
+
+/// Runs the daemon until `term` is set (SIGINT/SIGTERM). Returns after flushing traces.
+pub fn run(args: RunArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> {
+    let mut cfg = bridge_config(&args)?;
+    let stage_on = args.ingress_stage.unwrap_or(true);
+    check_link_settings(&args, stage_on)?;
     let ring = AfPacketConfig::default();
 
     // Every port must exist, with its offloads off (frames larger than the MTU and partial

@@ -22,23 +22,22 @@ pub fn testbed() -> Command {
 }
 
 /// `testbed run dumbbell --quiet --no-plots --set scenario.scale=100 ARGS... --out DIR`, its
-/// output discarded. At S = 100 (100 Mb/s) rather than the built-in's S = 10, which needs the
-/// machine to itself: tests share it.
-pub fn run_dumbbell(dir: &Path, args: &[&str]) -> std::process::ExitStatus {
-    testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
-            "--set",
-            "scenario.scale=100",
-        ])
+/// output discarded, not started yet. At S = 100 (100 Mb/s) rather than the built-in's
+/// S = 10, which needs the machine to itself: tests share it.
+pub fn dumbbell(dir: &Path, args: &[&str]) -> Command {
+    let mut c = testbed();
+    c.args(["dumbbell", "--quiet", "--no-plots"])
+        .args(["--set", "scenario.scale=100"])
         .args(args)
         .arg("--out")
         .arg(dir)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap()
+        .stdout(std::process::Stdio::null());
+    c
+}
+
+/// [`dumbbell`], run to its end.
+pub fn run_dumbbell(dir: &Path, args: &[&str]) -> std::process::ExitStatus {
+    dumbbell(dir, args).status().unwrap()
 }
 
 /// The lab prefix a run wrote into its results directory.

@@ -52,20 +52,8 @@ impl Lab {
     /// reads them (the pipes' stamps are not on the warped clock).
     fn start_staged(ports: &[&str], clock: WarpClock) -> Lab {
         let term = Arc::new(AtomicBool::new(false));
-        Self::start_with(ports, clock, term, Some(Arrivals::ReadTime), |_| {}, None)
-    }
-
-    /// As [`Lab::start`], the loop running at most once per `quantum`, after `preload` has
-    /// given the hosts' ends their first frames (a frame sent later at the same warped
-    /// instant would wait for a quantum the stopped clock never reaches).
-    fn start_quantized(
-        ports: &[&str],
-        clock: WarpClock,
-        quantum: Duration,
-        preload: impl FnOnce(&mut [Option<PipePort>]),
-    ) -> Lab {
-        let term = Arc::new(AtomicBool::new(false));
-        Self::start_full(ports, clock, term, None, preload, None, quantum)
+        let arrivals = Some(Arrivals::ReadTime);
+        Self::start_with(ports, clock, term, arrivals, |_| {}, None, Duration::ZERO)
     }
 
     /// As [`Lab::start_staged`], frames arriving at their pipe stamps (on the warped clock),
@@ -80,28 +68,28 @@ impl Lab {
     ) -> Lab {
         let term = Arc::new(AtomicBool::new(false));
         let arrivals = Some(Arrivals::LoopStamps);
-        Self::start_with(ports, clock, term, arrivals, preload, Some(lead))
+        Self::start_with(
+            ports,
+            clock,
+            term,
+            arrivals,
+            preload,
+            Some(lead),
+            Duration::ZERO,
+        )
     }
 
     /// Ports given without `cnd=` face CN-aware stations that do not speak LLDP
     /// (`interior-ready`): these tests are about the loop, and an `auto` port's LLDPDUs would
     /// be extra frames on every pipe (the test of `auto` ports asks for them explicitly).
     fn start_with_term(ports: &[&str], clock: WarpClock, term: Arc<AtomicBool>) -> Lab {
-        Self::start_with(ports, clock, term, None, |_| {}, None)
+        Self::start_with(ports, clock, term, None, |_| {}, None, Duration::ZERO)
     }
 
+    /// The loop over `ports`, its ingress stage with `staged` arrivals (`None`: off), the
+    /// hosts' ends given their first frames by `preload`, the clock moved on by `lead` once
+    /// the switch exists, running at most once per `quantum` (zero: no wake quantum).
     fn start_with(
-        ports: &[&str],
-        clock: WarpClock,
-        term: Arc<AtomicBool>,
-        staged: Option<Arrivals>,
-        preload: impl FnOnce(&mut [Option<PipePort>]),
-        lead: Option<Duration>,
-    ) -> Lab {
-        Self::start_full(ports, clock, term, staged, preload, lead, Duration::ZERO)
-    }
-
-    fn start_full(
         ports: &[&str],
         clock: WarpClock,
         term: Arc<AtomicBool>,
@@ -482,12 +470,17 @@ fn an_auto_port_advertises_its_cn_tlv_and_learns_the_neighbours() {
 fn a_wake_quantum_spaces_the_loops_iterations() {
     let clock = WarpClock::stopped(T0);
     let q = Duration::from_micros(25);
-    let mut lab = Lab::start_quantized(&["p1", "p2,rate=1gbit"], clock.clone(), q, |hosts| {
+    // The frames are given before the loop starts: one sent later at the same warped instant
+    // would wait for a quantum the stopped clock never reaches.
+    let preload = |hosts: &mut [Option<PipePort>]| {
         for tag in [1, 2, 3] {
             let h = hosts[0].as_mut().unwrap();
             assert!(h.send(&frame(2, 1, 1000, tag)).unwrap());
         }
-    });
+    };
+    let term = Arc::new(AtomicBool::new(false));
+    let ports = ["p1", "p2,rate=1gbit"];
+    let mut lab = Lab::start_with(&ports, clock.clone(), term, None, preload, None, q);
     assert_eq!(recv_one(lab.host(1))[14], 1);
     let_loop_sleep(&clock, 5);
     assert_eq!(clock.last_deadline(), Some(T0 + q));
