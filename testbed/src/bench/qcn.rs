@@ -19,10 +19,14 @@
 //!    pair, no switch). A writer in h1 sends frames of [`AGENT_FRAME`] octets into
 //!    the TAP, cycling over 1 or 64 destination MACs (the agent's flow key is (DA, priority), so
 //!    that is 1 or 64 flows). Each flow is made rate-limited first: h2 answers the first frame
-//!    of every flow with a CNM (QntzFb 1), and `rpg_max_rate` below the line rate keeps the
-//!    limiter engaged ([`AGENT_LINE`] 10 Gb/s, max 9 Gb/s: far above what the agent forwards,
+//!    of every flow with a CNM (QntzFb 1), which sets its limiter a little below
+//!    `rpg_max_rate` ([`AGENT_LINE`] 10 Gb/s, max 9 Gb/s: far above what the agent forwards,
 //!    so the figure is the agent's per-frame cost with every frame going through a limiter).
-//!    Frames are counted at h2's end of the uplink (`rx_packets` of its veth).
+//!    A limiter is released when its rate climbs back to `rpg_max_rate` (802.1Q 32.14), which
+//!    the byte counter would do within five expiries of 150 KB (a few milliseconds for one
+//!    flow); the RP timer (60 s) and byte counter (`rpg_byte_reset` 1000 GB) are set so that
+//!    neither expires during the run, and the row gives the flows still limited at the end of
+//!    the window. Frames are counted at h2's end of the uplink (`rx_packets` of its veth).
 //! 4. **Pacing error** — `h1 [rp-agent] h1:eth0 — h2:eth0` with the agent's line rate
 //!    [`PACING_RATE`]: once with the TAP writer offering more than that (the agent's pacer
 //!    sets the rate), once with `rp-agent gen` (greedy, [`AGENT_FRAME`]-octet frames: the
@@ -193,7 +197,8 @@ pub const STAGE_RATE: &str = "100gbit";
 pub struct AgentRow {
     /// Rate-limited flows.
     pub flows: usize,
-    /// Flows the agent reported limited before the window.
+    /// Flows the agent reported limited at the end of the window (none is limited anew during
+    /// it: these were limited throughout).
     pub limited: usize,
     /// Frames/s at the far end of the uplink.
     pub fps: f64,
@@ -453,8 +458,20 @@ pub fn run(cfg: &Config) -> Result<QcnReport, BenchError> {
     Ok(report)
 }
 
+/// Frames the TAP writer hands to the kernel per `sendto` ([`tap_writer`]).
+///
+/// The kernel sends a flushed transmit ring in one go inside the syscall, about a microsecond
+/// per frame into the TAP, and does not preempt it there: the writer keeps its CPU until the
+/// batch is through, however urgent the task it woke. With 256 frames per flush that was
+/// 235-245 µs, and on the agent's CPU it was the whole tail of the reaction latency: `perf
+/// sched timehist` of part 1 showed the agent (SCHED_FIFO) woken by its CNM and then waiting
+/// 0.18-0.20 ms for the writer's syscall to end, again and again, while its own iterations
+/// took 20-30 µs. Sixteen frames bound that wait to about 16 µs; the writer still offers far
+/// more than the agent's line rate (a syscall per sixteen frames).
+const TAP_WRITER_BATCH: usize = 16;
+
 /// Writes frames into the TAP `ifname` of `ns` (from the host side) until `stop`, cycling over
-/// `dsts`; counts frames handed over in `sent`.
+/// `dsts`, at most [`TAP_WRITER_BATCH`] per syscall; counts frames handed over in `sent`.
 fn tap_writer(
     ns: &Namespace,
     ifname: &str,
@@ -499,7 +516,7 @@ fn tap_writer(
             }
             seq += 1;
             queued += 1;
-            if queued >= 256 {
+            if queued >= TAP_WRITER_BATCH {
                 break;
             }
         }
@@ -758,13 +775,14 @@ fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> 
     let lab = Lab::new("qagt")?;
     let work = WorkDir::new(&lab)?;
     let (h1, h2) = pair(&lab)?;
-    // rpg_max_rate below the line rate: a limiter, once created by a CNM, is never released.
+    // Neither the RP timer nor the byte counter expires during the run: the rate a CNM set stays
+    // below rpg_max_rate, so the limiter is never released (see the module documentation).
     let (mut agent, ctl) = start_agent(
         cfg,
         &h1,
         &work,
         &format!(
-            "line_rate = \"{AGENT_LINE}\"\nmax_flows = 256\n[rp]\nrpg_max_rate = \"9gbit\"\nrpg_time_reset = \"60s\"\n"
+            "line_rate = \"{AGENT_LINE}\"\nmax_flows = 256\n[rp]\nrpg_max_rate = \"9gbit\"\nrpg_time_reset = \"60s\"\nrpg_byte_reset = \"1000GB\"\n"
         ),
         None,
     )?;
@@ -811,6 +829,8 @@ fn agent_throughput(cfg: &Config, flows: usize) -> Result<AgentRow, BenchError> 
             );
             let secs = t1.saturating_since(t0).as_secs_f64();
             let fps = r1.saturating_sub(r0) as f64 / secs;
+            // Limited before the window and still at its end: limited throughout.
+            let limited = limited.min(limited_flows(&cfg.rp_agent, &ctl));
             Ok(AgentRow {
                 flows,
                 limited,
