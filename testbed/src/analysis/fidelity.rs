@@ -14,7 +14,7 @@
 //! | pacing error | mean relative inter-frame gap error per generator | 0.10 |
 //! | ingress bursts | share of frames that reached a switch port faster than its link could have delivered them | 0.05 |
 //! | held back, unexplained | generator shortfall counting the intervals its agent held it back, when the ingress bursts are above their limit | 0.05 |
-//! | window too short for the RP loop | fast recoveries of the reaction points the steady window holds | at least 3 |
+//! | window too short for the RP loop | fast recoveries of the reaction points the steady window holds | at least 3 (or, when the scenario's own window holds fewer, as many as it: [`transient_by_design`]) |
 //! | senders' timing | median lateness of each generator's frames after their pacers' instants, in frame times of its line ([`sender_timing`]) | 0.5 |
 //!
 //! # The window and the reaction point's loop
@@ -215,6 +215,32 @@ pub fn rp_window_check(window_s: f64, recovery_s: f64, min: f64) -> (f64, Option
     )
 }
 
+/// The note for a window too short for the reaction points' loop that is the scenario's own
+/// (`None` when the run's window is shorter than the scenario's, or the scenario's is long
+/// enough): the scenario's window, in scenario time, holds `scenario` fast recoveries, fewer
+/// than the check's minimum, and the run's holds as many (1 % tolerance for rounding). Such an
+/// experiment (the fan-in victim's 80 ms with a fifth flow, 0.93 recoveries) measures a
+/// transient in the simulator and in the paper alike: a run of it can still emulate its
+/// network faithfully, and what it gives is judged against the simulator's transient
+/// (`--twin`), not a steady state. A run whose compressed schedule holds fewer recoveries than
+/// its scenario's window fails as before: the compression, not the experiment, cut the loop.
+pub fn transient_by_design(
+    held: f64,
+    scenario: Option<f64>,
+    th: &FidelityThresholds,
+) -> Option<String> {
+    let own = scenario?;
+    (own < th.rp_recoveries_min && held >= own * 0.99).then(|| {
+        format!(
+            "note: the scenario's own steady window holds {own:.2} fast recoveries of the \
+             reaction points (in scenario time, as the simulator runs it), fewer than the {} a \
+             steady state needs, and this run's holds {held:.2}: the experiment measures a \
+             transient by design; read its figures against the simulator's (--twin)",
+            th.rp_recoveries_min
+        )
+    })
+}
+
 /// The ingress measure pooled over every port that measured frames: `(early share, the
 /// port with the largest share)`.
 pub fn ingress_share(run: &RunData) -> Option<(f64, &super::model::IngressBurst)> {
@@ -371,7 +397,13 @@ pub fn check(run: &RunData, th: &FidelityThresholds) -> Fidelity {
     if let Some(r) = run.meta.rp_recovery_s.filter(|r| *r > 0.0) {
         let (held, why) = rp_window_check(b - a, r, th.rp_recoveries_min);
         rp_recoveries_in_window = Some(held);
-        fail(why.into_iter().collect(), &mut warnings);
+        match (
+            why,
+            transient_by_design(held, run.meta.rp_recoveries_scenario, th),
+        ) {
+            (Some(_), Some(note)) => warnings.push(note),
+            (why, _) => fail(why.into_iter().collect(), &mut warnings),
+        }
     }
     Fidelity {
         faithful,
@@ -1150,5 +1182,40 @@ mod tests {
         // R = 86.25 ms (S = 1): 58 recoveries.
         run.meta.rp_recovery_s = Some(rp_recovery_s(5, 0.015));
         assert!(check(&run, &th).faithful);
+    }
+
+    #[test]
+    fn a_window_as_short_as_the_scenarios_own_is_a_note_a_shorter_one_fails() {
+        let th = FidelityThresholds::default();
+        // The fan-in victim at S = 100, uncompressed: 80 ms of scenario time, 8 s of run time,
+        // R = 8.625 s: 0.93 recoveries in either world.
+        let mut run = RunData::new(crate::analysis::RunMeta::new("s", "netns", 30.0, 1));
+        run.meta.steady_window = Some((12.0, 20.0));
+        run.meta.rp_recovery_s = Some(rp_recovery_s(5, 1.5));
+        run.meta.rp_recoveries_scenario = Some(0.08 / rp_recovery_s(5, 0.015));
+        let v = check(&run, &th);
+        assert!(v.faithful, "{:?}", v.warnings);
+        let note = v
+            .warnings
+            .iter()
+            .find(|w| w.contains("transient by design"));
+        assert!(
+            note.is_some_and(|n| n.starts_with("note:") && n.contains("0.93 fast recoveries")),
+            "{:?}",
+            v.warnings
+        );
+        // Compressed to half: 4 s hold 0.46, fewer than the scenario's own 0.93: fails.
+        run.meta.steady_window = Some((6.0, 10.0));
+        let v = check(&run, &th);
+        assert!(!v.faithful);
+        assert!(v.warnings.iter().any(|w| w.contains("too short")));
+        // A scenario whose own window holds 11.6 (the dumbbell's 1 s) compressed below 3:
+        // fails, as before.
+        run.meta.rp_recoveries_scenario = Some(1.0 / rp_recovery_s(5, 0.015));
+        assert!(!check(&run, &th).faithful);
+        // transient_by_design alone: the tolerance is 1 %.
+        assert!(transient_by_design(0.921, Some(0.93), &th).is_some());
+        assert!(transient_by_design(0.92, Some(0.93), &th).is_none());
+        assert!(transient_by_design(0.5, None, &th).is_none());
     }
 }

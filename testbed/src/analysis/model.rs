@@ -66,6 +66,12 @@ pub struct RunMeta {
     /// ([`crate::analysis::fidelity::rp_window_check`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rp_recovery_s: Option<f64>,
+    /// Fast recoveries the scenario's own steady window holds in scenario time (the window and
+    /// the reaction points unscaled, as the simulator runs them): below the check's minimum the
+    /// experiment is a transient by design, in either world
+    /// ([`crate::analysis::fidelity::rp_window_check`]). `None` with `rp_recovery_s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rp_recoveries_scenario: Option<f64>,
     /// The clock of the run's trace files and how to turn their times into pcap times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_clock: Option<TraceClock>,
@@ -172,6 +178,7 @@ impl RunMeta {
             q_high_bytes: None,
             markers: Vec::new(),
             rp_recovery_s: None,
+            rp_recoveries_scenario: None,
             trace_clock: None,
         }
     }

@@ -93,6 +93,12 @@ fn meta(sc: &Scenario, graph: &Graph, mode: Mode, k: Scaling, seed: u64) -> RunM
     }
     meta.markers.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     meta.rp_recovery_s = rp_recovery(sc, k);
+    // The same window and recovery in scenario time: what the simulator's run holds.
+    let (w0, w1) = sc.window_s();
+    let own = (w1.min(sc.topo.duration.as_secs_f64()) - w0).max(0.0);
+    meta.rp_recoveries_scenario = rp_recovery(sc, Scaling::ONE)
+        .filter(|r| *r > 0.0)
+        .map(|r| own / r);
     meta
 }
 
