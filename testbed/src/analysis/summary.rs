@@ -162,6 +162,10 @@ pub struct Summary {
     /// The comparison with the simulator on the same scenario and seed (`--twin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<Twin>,
+    /// The fidelity check failed on the steady window alone, a transient by the scenario's
+    /// design ([`fidelity::Fidelity::transient_only`]): a twin decides instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transient_only: bool,
 }
 
 /// Analysis settings.
@@ -322,6 +326,7 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         rp_recoveries_in_window: fid.rp_recoveries_in_window,
         cnm_fb_mean: metrics::cnm_feedback_mean(run, a, b),
         twin: None,
+        transient_only: fid.transient_only,
     };
     Analysis {
         summary,

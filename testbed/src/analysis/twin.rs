@@ -186,7 +186,21 @@ impl Summary {
         let mut t = twin(self, sim, others, th);
         t.sim_dir = sim_dir;
         self.warnings.extend(t.warnings());
-        self.faithful &= t.faithful;
+        if self.transient_only {
+            // Only the window failed, and only because the experiment is a transient by design:
+            // the simulator's transient is the reference, and the twin decides.
+            self.faithful = t.faithful;
+            self.warnings.push(format!(
+                "note: the transient window is judged by the twin: {}",
+                if t.faithful {
+                    "it matches the simulator's"
+                } else {
+                    "it does not match the simulator's"
+                }
+            ));
+        } else {
+            self.faithful &= t.faithful;
+        }
         self.twin = Some(t);
     }
 }
@@ -246,6 +260,7 @@ mod tests {
             rp_recovery_s: None,
             rp_recoveries_in_window: None,
             cnm_fb_mean: None,
+            transient_only: false,
             twin: None,
         }
     }
@@ -396,5 +411,33 @@ mod tests {
             .any(|w| w.starts_with("twin: utilization sw0-r0")));
         let back = Summary::from_json(&s.to_json()).unwrap();
         assert_eq!(back.twin, s.twin);
+    }
+
+    #[test]
+    fn a_transient_window_by_design_is_judged_by_the_twin() {
+        let sim = summary(0.984, 57_000.0, 0.94, &[0.9, 1.5], 500.0, 1.0);
+        // Not faithful on the window alone: a twin that agrees makes it faithful...
+        let mut s = summary(0.999, 57_100.0, 0.93, &[0.95, 1.45], 5.0, 100.0);
+        s.faithful = false;
+        s.transient_only = true;
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        assert!(s.faithful, "{:?}", s.warnings);
+        assert!(s
+            .warnings
+            .iter()
+            .any(|w| w.contains("judged by the twin: it matches")));
+        // ... one that disagrees does not.
+        let mut s = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 5.0, 100.0);
+        s.faithful = false;
+        s.transient_only = true;
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        assert!(!s.faithful);
+        // A run that failed on something else besides stays unfaithful whatever the twin says.
+        let mut s = summary(0.999, 57_100.0, 0.93, &[0.95, 1.45], 5.0, 100.0);
+        s.faithful = false;
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        assert!(!s.faithful);
+        let back = Summary::from_json(&s.to_json()).unwrap();
+        assert!(!back.transient_only);
     }
 }
