@@ -11,7 +11,8 @@
 //!   "ingress_early_share"?, "trace_clock"?: {"clock","t0_ns","realtime_offset_ns"},
 //!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "cnm_fb_mean"?, "twin"?: {"sim_dir"?,
 //!     "sim_seeds", "metrics":[{"metric","netns","sim","sim_sd"?,"deviation","relative","limit",
-//!     "ok"}], "faithful"}}`.
+//!     "ok"}], "faithful"}, "transient_only"?}` (`transient_only`: true when the only failed
+//!     check was a steady window as short as the scenario's own, which the twin then decides).
 //!
 //! `ingress_early_share` (netns) is the share of frames that reached the switches faster than
 //! their links could have delivered them; `twin` (netns `--twin`) compares the run with the
