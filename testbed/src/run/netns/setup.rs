@@ -197,9 +197,53 @@ pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
     dir.join(format!("gen-{}.sock", flow_name(sc, i)))
 }
 
+/// A note for each host that sends more than one generated flow. In netns each generated flow
+/// has its own generator, agent and line (`rp-agent gen`, or `start gen` in the hosts process);
+/// the simulator's host is one agent whose flows share one line. Together such flows may offer
+/// more than the host's link carries: the link's ingress stage at the switch then holds them
+/// to its rate and, once full, drops (the fidelity check counts those drops). The fan-in
+/// victim's h1 (a greedy flow and a 7 Gb/s one on a 10 Gb/s link) is one.
+pub fn shared_line_notes(sc: &Scenario, kinds: &[FlowKind]) -> Vec<String> {
+    let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (i, f) in sc.topo.flow.iter().enumerate() {
+        if kinds.get(i).is_some_and(|k| !k.is_ip()) {
+            by_host.entry(&f.src).or_default().push(flow_name(sc, i));
+        }
+    }
+    by_host
+        .into_iter()
+        .filter(|(_, flows)| flows.len() > 1)
+        .map(|(host, flows)| {
+            format!(
+                "note: host {host} sends {} generated flows ({}): in netns each has its own \
+                 generator, agent and line where the simulator's host shares one, so together \
+                 they may offer more than {host}'s link carries (its ingress stage then holds \
+                 them back and, when full, drops)",
+                flows.len(),
+                flows.join(", ")
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_with_several_generated_flows_are_named() {
+        let sc = crate::scenario::load("fan-in-victim", &[]).unwrap();
+        let kinds: Vec<FlowKind> = sc.topo.flow.iter().map(|f| f.kind).collect();
+        let notes = shared_line_notes(&sc, &kinds);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("host h1 sends 2 generated flows (f1, f6)"),
+            "{notes:?}"
+        );
+        let sc = crate::scenario::load("dumbbell", &[]).unwrap();
+        let kinds: Vec<FlowKind> = sc.topo.flow.iter().map(|f| f.kind).collect();
+        assert!(shared_line_notes(&sc, &kinds).is_empty());
+    }
 
     /// A relative `--bin-dir` names the daemons by absolute paths: they are started from the
     /// results directory, where the relative path would name nothing.
