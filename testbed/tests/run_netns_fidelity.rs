@@ -106,5 +106,17 @@ fn a_cpu_starved_run_is_not_faithful() {
     .unwrap();
     assert_eq!(sim["mode"], "sim");
     assert_eq!(sim["seed"], s["seed"]);
+    // The netns schedule ran × 4 (6 s for 1.5 s) where its loop ran × 10: the twin simulated
+    // that schedule, the scenario's compressed × 0.4 (0.6 s), and says so.
+    assert!(
+        (sim["duration_s"].as_f64().unwrap() - 0.6).abs() < 1e-9,
+        "{sim}"
+    );
+    assert!(
+        twin["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("compressed × 0.400")),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -88,10 +88,12 @@
 //! | CNMs per flow per second (scenario time) | relative, floor 1/s | — (reported) | CNM sampling is random and per flow sparse; the queue and the rates carry the loop's outcome |
 //! | CNM mean QntzFb (steady window, every CP) | relative, floor 1 | — (reported) | how hard each CNM cuts (the decrease is Gd · \|Fb\|, 802.1Q 32.13.2): a queue that swings wider than the simulator's at the sampled arrivals shows here first; on the S = 10 dumbbell it was 3.4–4.3 in netns against 1.1 in the simulator |
 //!
-//! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the dumbbell's 30 s for
-//! 6 s at S = 100) gives its steady window a fraction of the loop time the simulator's window
-//! holds; the twin then says so in a note, since slow outcomes (fairness) can differ for that
-//! reason alone.
+//! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the parking lot's 35 s
+//! for 7 s at S = 100) gives its steady window a fraction of the loop time the scenario's window
+//! holds, and slow outcomes (fairness) differ for that reason alone. So the runner's twin
+//! simulates the compressed schedule (`Scenario::schedule_scaled`, the run's schedule factor ÷
+//! S), which is the experiment the netns run performed, and says so in a note; a twin given
+//! summaries of different lengths notes the difference instead ([`super::twin::twin`]).
 //!
 //! Time-dependent figures are compared in scenario time: a netns run at scale S sees rates ÷ S
 //! and times × S, so its CNMs per second are multiplied by S (its queues in octets, utilization

@@ -175,16 +175,23 @@ fn mean_sd(xs: &[f64]) -> Option<(f64, f64)> {
 impl Summary {
     /// Adds the comparison with the simulator twin `sim` (same scenario and seed; `others`:
     /// further seeds, for the shares' spread, see [`twin`]): its failures become warnings
-    /// and make the run unfaithful.
+    /// and make the run unfaithful. `schedule_note` says how the twin's schedule differs from
+    /// the scenario as written (it replaces the note on the runs' lengths).
     pub fn add_twin(
         &mut self,
         sim: &Summary,
         others: &[Summary],
         th: &TwinThresholds,
         sim_dir: Option<String>,
+        schedule_note: Option<String>,
     ) {
         let mut t = twin(self, sim, others, th);
         t.sim_dir = sim_dir;
+        // The twin ran another schedule than the scenario's as written (a compressed netns
+        // schedule, simulated as compressed): that says more than the comparison of lengths.
+        if schedule_note.is_some() {
+            t.note = schedule_note;
+        }
         self.warnings.extend(t.warnings());
         if self.transient_only {
             // Only the window failed, and only because the experiment is a transient by design:
@@ -403,6 +410,7 @@ mod tests {
             &[],
             &TwinThresholds::default(),
             Some("twin-sim".into()),
+            None,
         );
         assert!(!s.faithful);
         assert!(s
@@ -414,13 +422,41 @@ mod tests {
     }
 
     #[test]
+    fn the_schedule_note_replaces_the_note_on_lengths() {
+        // A netns run of 5 s at S = 10 against a twin of 1 s: the schedule ran × 5, half the
+        // loop time; without a schedule note the lengths say so.
+        let sim = summary(0.98, 30_000.0, 0.99, &[1.0, 1.0], 100.0, 1.0);
+        let mut s = summary(0.98, 30_000.0, 0.99, &[1.0, 1.0], 10.0, 10.0);
+        s.duration_s = 5.0;
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None, None);
+        let n = s.twin.as_ref().and_then(|t| t.note.clone()).unwrap();
+        assert!(n.contains("runs × 5.000"), "{n}");
+        // A twin that simulated the compressed schedule says that instead, once.
+        let mut s = summary(0.98, 30_000.0, 0.99, &[1.0, 1.0], 10.0, 10.0);
+        s.add_twin(
+            &sim,
+            &[],
+            &TwinThresholds::default(),
+            None,
+            Some("the twin simulates the netns run's schedule".into()),
+        );
+        let notes: Vec<&String> = s
+            .warnings
+            .iter()
+            .filter(|w| w.contains("twin simulates"))
+            .collect();
+        assert_eq!(notes.len(), 1, "{:?}", s.warnings);
+        assert!(s.warnings.iter().all(|w| !w.contains("runs ×")));
+    }
+
+    #[test]
     fn a_transient_window_by_design_is_judged_by_the_twin() {
         let sim = summary(0.984, 57_000.0, 0.94, &[0.9, 1.5], 500.0, 1.0);
         // Not faithful on the window alone: a twin that agrees makes it faithful...
         let mut s = summary(0.999, 57_100.0, 0.93, &[0.95, 1.45], 5.0, 100.0);
         s.faithful = false;
         s.transient_only = true;
-        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None, None);
         assert!(s.faithful, "{:?}", s.warnings);
         assert!(s
             .warnings
@@ -430,12 +466,12 @@ mod tests {
         let mut s = summary(0.684, 6_100.0, 0.839, &[0.5, 1.2], 5.0, 100.0);
         s.faithful = false;
         s.transient_only = true;
-        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None, None);
         assert!(!s.faithful);
         // A run that failed on something else besides stays unfaithful whatever the twin says.
         let mut s = summary(0.999, 57_100.0, 0.93, &[0.95, 1.45], 5.0, 100.0);
         s.faithful = false;
-        s.add_twin(&sim, &[], &TwinThresholds::default(), None);
+        s.add_twin(&sim, &[], &TwinThresholds::default(), None, None);
         assert!(!s.faithful);
         let back = Summary::from_json(&s.to_json()).unwrap();
         assert!(!back.transient_only);

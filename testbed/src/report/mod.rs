@@ -74,6 +74,9 @@ pub struct TwinRef<'a> {
     pub others: &'a [Summary],
     /// Where the twin's results are.
     pub dir: Option<&'a str>,
+    /// How the twin's schedule differs from the scenario as written (a compressed netns
+    /// schedule), if it does.
+    pub note: Option<&'a str>,
 }
 
 /// As [`write_run`], the summary compared with the simulator twin's
@@ -92,6 +95,7 @@ pub fn write_run_with_twin(
             t.others,
             &opts.analysis.fidelity.twin,
             t.dir.map(str::to_owned),
+            t.note.map(str::to_owned),
         );
     }
     let mut files = Vec::new();

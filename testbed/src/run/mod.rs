@@ -259,6 +259,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
             sim: &t.sim,
             others: &t.others,
             dir: Some(&t.dir),
+            note: t.note.as_deref(),
         }),
     )
     .with_context(|| format!("writing results into {}", dir.display()))?;
@@ -273,6 +274,8 @@ struct TwinRuns {
     others: Vec<crate::analysis::summary::Summary>,
     /// `twin-sim/` of the run's directory.
     dir: String,
+    /// How the twin's schedule differs from the scenario as written, if it does.
+    note: Option<String>,
 }
 
 /// The simulator on the same scenario (variant and modes applied) and seed into
@@ -286,6 +289,29 @@ fn run_twin(
     ropts: &ReportOptions,
 ) -> anyhow::Result<TwinRuns> {
     let twin_dir = dir.join("twin-sim");
+    // The experiment the netns run performed: its schedule compressed below S (`[scenario.netns]
+    // duration`) gives the loop less time than the scenario as written does, so the twin
+    // simulates the same compressed schedule at the scenario's own rates.
+    let k = Scaling::netns(sc);
+    let c = k.sched_mul / k.loop_mul;
+    let (compressed, note) = if c < 0.99 {
+        (
+            Some(sc.schedule_scaled(c)),
+            Some(format!(
+                "the twin simulates the netns run's schedule, the scenario's compressed × {c:.3} \
+                 (the netns schedule runs × {:.3} where its loop runs × {}): flows, events and \
+                 window as the netns run had them; the scenario as written, with {:.0} × the \
+                 loop time in its window, may give other figures (slow ones: fairness, \
+                 convergence), see `testbed run --mode sim`",
+                k.sched_mul,
+                k.loop_mul,
+                1.0 / c
+            )),
+        )
+    } else {
+        (None, None)
+    };
+    let sc = compressed.as_ref().unwrap_or(sc);
     let mut o = opts.clone();
     o.mode = Mode::Sim;
     o.capture = capture::Capture::Off;
@@ -315,6 +341,7 @@ fn run_twin(
         sim,
         others: summaries,
         dir: twin_dir.display().to_string(),
+        note,
     })
 }
 

@@ -238,6 +238,32 @@ impl Scenario {
         }
     }
 
+    /// The scenario with its schedule — the run's length, the flows' starts and stops, the
+    /// incasts' starts, the `[[event]]` instants, the steady window and the summary's warm-up —
+    /// multiplied by `c`, everything else (rates, delays, the reaction points' timers, byte
+    /// quantities) as it is: the experiment a netns run with a compressed schedule performs,
+    /// seen at the scenario's own rates (`c` = the run's schedule factor ÷ S). The simulator
+    /// twin of such a run simulates this (`crate::run`). The TOML tree is left as it was (the
+    /// result is not meant for further `--set`).
+    pub fn schedule_scaled(&self, c: f64) -> Scenario {
+        let m = |d: Duration| Duration::from_nanos((d.as_nanos() as f64 * c).round() as u64);
+        let mut sc = self.clone();
+        sc.topo.duration = m(sc.topo.duration);
+        for f in &mut sc.topo.flow {
+            f.start = m(f.start);
+            f.stop = f.stop.map(m);
+        }
+        for e in &mut sc.topo.event {
+            e.at = m(e.at);
+        }
+        for i in &mut sc.topo.incast {
+            i.start = m(i.start);
+        }
+        sc.meta.window = sc.meta.window.map(|[a, b]| [m(a), m(b)]);
+        sc.topo.output.warmup = sc.topo.output.warmup.map(m);
+        sc
+    }
+
     /// The description, or an empty string.
     pub fn description(&self) -> &str {
         self.meta.description.as_deref().unwrap_or("")
@@ -686,6 +712,39 @@ pub fn scale_bytes(b: Bytes) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scaled_schedule_moves_every_instant_and_nothing_else() {
+        // The parking lot at S = 100 compressed to 182 s: × 0.26 of its 7 s.
+        let s = load("parking-lot", &[]).unwrap();
+        let c = s.schedule_scaled(0.26);
+        assert_eq!(c.topo.duration, Duration::from_millis(1820));
+        let starts: Vec<u64> = c.topo.flow.iter().map(|f| f.start.as_nanos()).collect();
+        assert_eq!(
+            starts,
+            [0, 260, 520, 780, 1040, 1300].map(|ms| ms * 1_000_000)
+        );
+        assert_eq!(
+            c.meta.window,
+            Some([Duration::from_millis(1560), Duration::from_millis(1820)])
+        );
+        // Rates, delays and the loop's settings stay.
+        assert_eq!(c.topo.link[0].rate, s.topo.link[0].rate);
+        assert_eq!(c.topo.link[0].delay, s.topo.link[0].delay);
+        // Events and stops move too (the dumbbell's capacity steps).
+        let d = load("dumbbell", &["flow.0.stop=5s".into()]).unwrap();
+        let h = d.schedule_scaled(0.5);
+        let at: Vec<Duration> = h.topo.event.iter().map(|e| e.at).collect();
+        let want: Vec<Duration> = d
+            .topo
+            .event
+            .iter()
+            .map(|e| Duration::from_nanos(e.at.as_nanos() / 2))
+            .collect();
+        assert!(!at.is_empty());
+        assert_eq!(at, want);
+        assert_eq!(h.topo.flow[0].stop, Some(Duration::from_millis(2500)));
+    }
 
     #[test]
     fn builtins_parse() {
