@@ -9,43 +9,32 @@ fn cp_switch() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cp-switch"))
 }
 
+/// Runs `cp-switch ARGS`, asserts it exits 2 (an invalid configuration) and returns its
+/// standard error.
+fn config_error(args: &[&str]) -> String {
+    let out = cp_switch().args(args).output().expect("cp-switch runs");
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn an_invalid_configuration_exits_2() {
-    let out = cp_switch()
-        .args(["--port", "no-such-if0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-if0"));
-    let out = cp_switch()
-        .args(["--port", "p1", "--cp-weight", "3"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(config_error(&["--port", "no-such-if0"]).contains("no-such-if0"));
+    config_error(&["--port", "p1", "--cp-weight", "3"]);
     // What only the ingress stage applies, with the stage off (checked before any interface).
-    let out = cp_switch()
-        .args([
-            "--port",
-            "no-such-if0,stamps=on",
-            "--ingress-stage",
-            "false",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_error(&[
+        "--port",
+        "no-such-if0,stamps=on",
+        "--ingress-stage",
+        "false",
+    ]);
     assert!(
         err.contains(
             "port no-such-if0: ingress_delay and departure_stamps are applied by the ingress stage"
         ),
         "{err}"
     );
-    let out = cp_switch()
-        .args(["--port", "no-such-if0,stamps=on"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_error(&["--port", "no-such-if0,stamps=on"]);
     assert!(
         err.contains("port no-such-if0: departure_stamps needs an ingress_delay"),
         "{err}"
@@ -53,38 +42,22 @@ fn an_invalid_configuration_exits_2() {
     // A wake quantum needs every port's stage to hold at least twice it (checked before any
     // interface): 40 µs is short of 2 × 25 µs; with 50 µs the interface is what is missing.
     let quantum = |in_delay: &str| {
-        cp_switch()
-            .args([
-                "--port",
-                &format!("no-such-if0,in-delay={in_delay}"),
-                "--wake-quantum",
-                "25us",
-            ])
-            .output()
-            .unwrap()
+        let port = format!("no-such-if0,in-delay={in_delay}");
+        config_error(&["--port", &port, "--wake-quantum", "25us"])
     };
-    let out = quantum("40us");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = quantum("40us");
     assert!(err.contains("wake_quantum 25us"), "{err}");
     assert!(err.contains("port no-such-if0 has 40us"), "{err}");
-    let out = quantum("50us");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = quantum("50us");
     assert!(!err.contains("wake_quantum"), "{err}");
     assert!(err.contains("no-such-if0"), "{err}");
     // At most MAX_SLEEP (10 ms): control requests and signals wait for it.
-    let out = cp_switch()
-        .args([
-            "--port",
-            "no-such-if0,in-delay=1s",
-            "--wake-quantum",
-            "20ms",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = config_error(&[
+        "--port",
+        "no-such-if0,in-delay=1s",
+        "--wake-quantum",
+        "20ms",
+    ]);
     assert!(err.contains("wake_quantum 20ms: at most 10ms"), "{err}");
 }
 

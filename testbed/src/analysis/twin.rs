@@ -84,15 +84,7 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
     // simulator's index hardly moves from seed to seed (a steady window: 0.99x on the dumbbell)
     // the limit stays the threshold; over a transient window of standard QCN (the FQCN paper's
     // dumbbell, 100 ms) the simulator's own index ranges 0.756-0.871 over seeds 1-5.
-    let jains: Vec<f64> = std::iter::once(sim)
-        .chain(others)
-        .filter_map(|s| s.jain)
-        .filter(|v| v.is_finite())
-        .collect();
-    let (jain, jain_sd, jain_limit) = match mean_sd(&jains) {
-        Some((m, sd)) if jains.len() > 1 => (Some(m), Some(sd), th.jain + TWIN_SHARE_SPREAD * sd),
-        _ => (sim.jain, None, th.jain),
-    };
+    let (jain, jain_sd, jain_limit) = over_seeds(sim, others, |s| s.jain, th.jain);
     push(
         "Jain".into(),
         netns.jain,
@@ -118,17 +110,8 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
     };
     for f in &netns.flows {
         let sf = sim.flows.iter().find(|x| x.name == f.name);
-        let draws: Vec<f64> = std::iter::once(sim)
-            .chain(others)
-            .filter_map(|s| s.flows.iter().find(|x| x.name == f.name)?.share_ratio)
-            .filter(|v| v.is_finite())
-            .collect();
-        let (share, sd, limit) = match mean_sd(&draws) {
-            Some((m, sd)) if draws.len() > 1 => {
-                (Some(m), Some(sd), th.share + TWIN_SHARE_SPREAD * sd)
-            }
-            _ => (sf.and_then(|x| x.share_ratio), None, th.share),
-        };
+        let of_flow = |s: &Summary| s.flows.iter().find(|x| x.name == f.name)?.share_ratio;
+        let (share, sd, limit) = over_seeds(sim, others, of_flow, th.share);
         push(
             format!("share {}", f.name),
             f.share_ratio,
@@ -168,6 +151,26 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
         metrics,
         faithful,
         note,
+    }
+}
+
+/// A metric judged against the simulator's spread over its seeds (`sim`, then `others`):
+/// `(reference, sd, limit)` = the seeds' mean, their standard deviation and `base` +
+/// [`TWIN_SHARE_SPREAD`] sd; with one seed, `sim`'s value, no sd and `base` alone.
+fn over_seeds(
+    sim: &Summary,
+    others: &[Summary],
+    metric: impl Fn(&Summary) -> Option<f64>,
+    base: f64,
+) -> (Option<f64>, Option<f64>, f64) {
+    let draws: Vec<f64> = std::iter::once(sim)
+        .chain(others)
+        .filter_map(&metric)
+        .filter(|v| v.is_finite())
+        .collect();
+    match mean_sd(&draws) {
+        Some((m, sd)) if draws.len() > 1 => (Some(m), Some(sd), base + TWIN_SHARE_SPREAD * sd),
+        _ => (metric(sim), None, base),
     }
 }
 
