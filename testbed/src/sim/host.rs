@@ -10,7 +10,8 @@
 //! the agent's shared [`HeldFrames`], as the daemon's generator and TAP reader do; uplink frames
 //! enter through
 //! [`Agent::handle_uplink`], and frames the agent hands to the host ([`Agent::poll_host`]) go
-//! to the sink and the TCP endpoints.
+//! to the sink and the TCP endpoints as soon as the agent has them (within the delivery of the
+//! frame that brought them).
 //!
 //! One poll, in order: frames for the host → applications; applications → `handle_host`;
 //! `poll_uplink` onto the link.
@@ -244,14 +245,17 @@ impl HostNode {
 impl HostNode {
     /// A frame fully arrived on the uplink at `now`, in the caller's buffer: the agent may
     /// take it and leave a spare in its place ([`Agent::handle_uplink_buf`]).
+    ///
+    /// A frame the agent queues for the host goes on to the applications at once, as
+    /// [`HostNode::poll`] would hand it at this very instant: the host then has no wake-up to
+    /// schedule for it (a receiver of the dumbbell is polled only when its own timers are due).
     pub fn handle_frame(&mut self, now: Instant, frame: &mut Vec<u8>) {
         self.agent.handle_uplink_buf(now, frame);
+        self.hand_to_apps(now);
     }
 
-    /// Frames for the host to the applications, the applications' frames to the agent, and
-    /// every uplink frame due at `now` to `tx` (false: the link is busy, the frame stays; `tx`
-    /// may keep the frame's buffer by swapping in a spare, [`Agent::poll_uplink_buf`]).
-    pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&mut Vec<u8>) -> bool) {
+    /// Frames the agent has for the host to the TCP endpoints, or else to the sink.
+    fn hand_to_apps(&mut self, now: Instant) {
         let sink = &mut self.sink;
         let tcp = &mut self.tcp;
         self.agent.poll_host(now, &mut |f| {
@@ -264,6 +268,13 @@ impl HostNode {
             }
             true
         });
+    }
+
+    /// Frames for the host to the applications, the applications' frames to the agent, and
+    /// every uplink frame due at `now` to `tx` (false: the link is busy, the frame stays; `tx`
+    /// may keep the frame's buffer by swapping in a spare, [`Agent::poll_uplink_buf`]).
+    pub fn poll(&mut self, now: Instant, tx: &mut dyn FnMut(&mut Vec<u8>) -> bool) {
+        self.hand_to_apps(now);
         self.run_apps(now);
         self.agent.poll_uplink_buf(now, tx);
     }
