@@ -177,7 +177,14 @@ impl HeaderMemo {
     fn get(&self, frame: &[u8]) -> Option<(ClassKey, Option<TagLayout>)> {
         let key = self.key?;
         let head = frame.get(..self.len)?;
-        (head == self.header.get(..self.len)?).then_some((key, self.layout))
+        // An untagged header (14 octets) is compared as one fixed-size array: the slice
+        // comparison of a length known only at run time calls `memcmp` (2.4 % of the
+        // simulator's samples on the 10 Gb/s dumbbell, most of them here).
+        let same = match (head.first_chunk::<14>(), self.header.first_chunk::<14>()) {
+            (Some(a), Some(b)) if self.len == 14 => a == b,
+            _ => head == self.header.get(..self.len)?,
+        };
+        same.then_some((key, self.layout))
     }
 
     /// Holds the header of a frame walked to `info` and classified to `key`.
