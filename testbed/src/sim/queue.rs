@@ -35,8 +35,8 @@
 //! `Vec::insert` did the same work with about the same instructions, but the probes' branches
 //! are coin flips and the insert calls `memmove` for a few hundred octets: in the LTO build
 //! the push and that `memmove` took 13 % of the samples. The walk has one unpredictable branch
-//! (its end) and copies inline: 0.400 to 0.388 s of CPU per simulated second of the dumbbell
-//! and 0.812 to 0.784 s for the parking lot (`testbed bench sim`, three interleaved pairs,
+//! (its end) and copies inline: 0.396 to 0.380 s of CPU per simulated second of the dumbbell
+//! and 0.812 to 0.792 s for the parking lot (`testbed bench sim`, three interleaved pairs,
 //! medians).
 
 use cnm_proto::Instant;
