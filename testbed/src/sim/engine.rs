@@ -1235,8 +1235,9 @@ impl<X: SimNode> Sim<X> {
     /// after it has a later sequence number, so it sorts after it, and none sorts before it.
     /// It goes to the `ready` slot instead, and the run loop polls the node before it looks
     /// at the queue again: the order of polls is the queue's, at the cost of no push, no pop
-    /// and no dispatch. On the dumbbell this is the receiver's poll after each delivery (a
-    /// frame for its host is due at once) and a sender's after each CNM.
+    /// and no dispatch. On the dumbbell this is a sender's poll after each CNM and the switch's
+    /// after a frame reaches an idle output (a receiving host needs none: it hands each frame
+    /// to its applications on delivery, [`HostNode::handle_frame`]).
     fn reschedule(&mut self, n: usize, refused: Option<Instant>) {
         let now = self.now;
         let st = &mut self.nodes[n];
