@@ -351,11 +351,10 @@ impl Agent {
             return Err(HostError::TooLong);
         }
         // One walk, or none when the header is the last one's: the key is read off it and the
-        // layout kept for tagging. (Bound in place rather than passed along through `Option`s:
-        // copies of these structures through the stack showed in profiles.)
-        // The key stays where it is (in the memo) and is read by reference: moved through the
-        // stack as a value, its 48 octets were stored in pieces and loaded whole, a stalled
-        // store forwarding that took half of this function's samples.
+        // layout kept for tagging. The key stays where it is (in the memo, or `fresh`) and is
+        // read by reference: moved through the stack as a value, its 48 octets were stored in
+        // pieces and loaded whole, a stalled store forwarding that took half of this
+        // function's samples.
         let fresh: ClassKey;
         let (key, layout) = match self.memo.get(frame) {
             Some(known) => known,
