@@ -55,6 +55,23 @@ impl HeldFrames {
         self.queue.is_empty()
     }
 
+    /// Drops the frames whose tag `gone` accepts (a producer that stopped: the frames it was
+    /// blocked on are never written, as a blocked `write(2)` that is interrupted sends
+    /// nothing); returns how many.
+    pub fn discard(&mut self, gone: impl Fn(u64) -> bool) -> usize {
+        let before = self.queue.len();
+        let mut kept = VecDeque::with_capacity(before);
+        for (tag, start, buf) in self.queue.drain(..) {
+            if gone(tag) {
+                self.spare.push(buf);
+            } else {
+                kept.push_back((tag, start, buf));
+            }
+        }
+        self.queue = kept;
+        before - self.queue.len()
+    }
+
     /// True when the producer may produce new frames: nothing is held and the agent has room.
     pub fn may_offer(&self, agent: &Agent) -> bool {
         self.queue.is_empty() && agent.can_accept()
@@ -221,6 +238,35 @@ mod tests {
         held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
         assert_eq!(left, vec![(3, 4000, Ok(())), (4, 100, Ok(()))]);
         assert!(held.may_offer(&agent));
+    }
+
+    #[test]
+    fn the_frames_of_a_stopped_producer_are_discarded_in_order() {
+        let mut agent = small_agent();
+        let now = Instant::from_nanos(1_000);
+        let mut held = HeldFrames::new();
+        for tag in 1..=2 {
+            let r = held.offer(&mut agent, now, tag, &frame(4000, tag as u8));
+            assert_eq!(r, Offered::Accepted);
+        }
+        for tag in [3, 4, 3, 5] {
+            let r = held.offer(&mut agent, now, tag, &frame(4000, tag as u8));
+            assert_eq!(r, Offered::Held);
+        }
+        assert_eq!(held.discard(|t| t == 3), 2);
+        assert_eq!(held.len(), 2);
+        assert_eq!(held.discard(|_| false), 0);
+        let mut sent = 0;
+        agent.poll_uplink(now, &mut |_| {
+            sent += 1;
+            true
+        });
+        let mut left = Vec::new();
+        held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
+        // One frame left: room for one more of 4000 octets (the limit is 10 000).
+        assert_eq!(left, vec![(4, 4000, Ok(()))]);
+        assert_eq!(held.len(), 1);
+        assert_eq!(held.discard(|t| t == 5), 1);
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //!
 //! * `start gen NETNS OUT ARGS...` — a generator with the `rp-agent gen` options `ARGS`
 //!   (`--uplink`, `--dst`, `--duration`, `--ctl`, ...), its report written to the file `OUT`
-//!   when it ends (`--duration`, or the process's stop).
+//!   when it ends (`--duration`, or the process's stop). A generator started on the port
+//!   (`NETNS` and `--uplink`) of one still sending joins it: one agent and one line carry every
+//!   generated flow of a host, as in the simulator ([`GenHost::join`]); its own agent options
+//!   are not applied.
 //! * `start sink NETNS OUT ARGS...` — a sink with the `rp-agent sink` options `ARGS`.
 //! * `status` — the running generators and sinks.
 //!
@@ -182,7 +185,8 @@ fn in_netns<T>(
 /// The hosts of one process and their loop.
 #[derive(Debug, Default)]
 pub struct HostSet {
-    gens: Vec<(String, GenHost)>,
+    /// Generator hosts: label (their generators' labels, joined by ` + `), namespace, host.
+    gens: Vec<(String, Option<String>, GenHost)>,
     sinks: Vec<(String, SinkHost)>,
     /// Hosts finished so far.
     finished: u64,
@@ -191,9 +195,10 @@ pub struct HostSet {
 }
 
 impl HostSet {
-    /// Adds a generator (already open).
+    /// Adds a generator (already open) of this process's own namespace.
+    #[cfg(test)]
     pub fn add_gen(&mut self, label: String, g: GenHost) {
-        self.gens.push((label, g));
+        self.gens.push((label, None, g));
     }
 
     /// Adds a sink (already open).
@@ -216,7 +221,7 @@ impl HostSet {
     /// The generators' labels, in the order the next turn would step them.
     #[cfg(test)]
     pub fn gen_order(&self) -> Vec<&str> {
-        self.gens.iter().map(|(l, _)| l.as_str()).collect()
+        self.gens.iter().map(|(l, _, _)| l.as_str()).collect()
     }
 
     /// Hosts that failed, with the reason.
@@ -229,19 +234,35 @@ impl HostSet {
         let start = |label: &str, t: Instant| json!({"host": label, "started_ns": t.as_nanos()});
         match cmd {
             HostsCommand::Status => Ok(json!({
-                "gens": self.gens.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
+                "gens": self.gens.iter().map(|(l, _, _)| l.as_str()).collect::<Vec<_>>(),
                 "sinks": self.sinks.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
                 "finished": self.finished,
                 "failed": self.failed,
             })),
             HostsCommand::Gen { netns, out, args } => {
                 let label = format!("gen {}", out.display());
+                // A generator on the port of a running one joins it: one agent and one line
+                // for all the generated flows of a host (`GenHost::join`).
+                let running = self.gens.iter_mut().find(|(_, ns, g)| {
+                    *ns == netns
+                        && !g.is_done()
+                        && g.fd().is_some()
+                        && args.agent.uplink.as_deref() == Some(g.uplink_name())
+                });
+                if let Some((host_label, _, g)) = running {
+                    let now = clock.now();
+                    g.join(&args, Out::file(&out).map_err(|e| e.to_string())?, now)
+                        .map_err(|e| e.to_string())?;
+                    host_label.push_str(" + ");
+                    host_label.push_str(&label);
+                    return Ok(start(&label, now));
+                }
                 let g = in_netns(netns.as_deref(), || {
                     GenHost::open(&args, Out::file(&out)?, clock)
                 })
                 .map_err(|e| e.to_string())?;
                 let a = start(&label, g.started());
-                self.add_gen(label, g);
+                self.gens.push((label, netns, g));
                 Ok(a)
             }
             HostsCommand::Sink { netns, out, args } => {
@@ -276,10 +297,10 @@ impl HostSet {
         }
         let mut i = 0;
         while i < self.gens.len() {
-            let r = self.gens[i].1.step(clock);
-            if r.is_err() || self.gens[i].1.is_done() {
+            let r = self.gens[i].2.step(clock);
+            if r.is_err() || self.gens[i].2.is_done() {
                 // A failed host still writes what it has.
-                let (label, g) = self.gens.swap_remove(i);
+                let (label, _, g) = self.gens.swap_remove(i);
                 let done = g.finish(clock.now());
                 for e in [r, done].into_iter().filter_map(Result::err) {
                     self.fail(&label, &e);
@@ -307,14 +328,14 @@ impl HostSet {
 
     /// The earliest deadline of all hosts, at most [`MAX_SLEEP`] from `now`.
     pub fn deadline(&self, now: Instant) -> Instant {
-        let gens = self.gens.iter().map(|(_, g)| g.deadline(now));
+        let gens = self.gens.iter().map(|(_, _, g)| g.deadline(now));
         let sinks = self.sinks.iter().map(|(_, s)| s.deadline(now));
         gens.chain(sinks).fold(now + MAX_SLEEP, Instant::min)
     }
 
     /// The descriptors to wait on.
     pub fn fds(&self) -> Vec<std::os::fd::RawFd> {
-        let gens = self.gens.iter().filter_map(|(_, g)| g.fd());
+        let gens = self.gens.iter().filter_map(|(_, _, g)| g.fd());
         let sinks = self.sinks.iter().filter_map(|(_, s)| s.fd());
         gens.chain(sinks).collect()
     }
@@ -337,7 +358,7 @@ impl HostSet {
         for (_, s) in &mut self.sinks {
             s.stop();
         }
-        for (_, g) in &mut self.gens {
+        for (_, _, g) in &mut self.gens {
             g.stop(now);
         }
         while !self.gens.is_empty() || !self.sinks.is_empty() {
@@ -618,6 +639,128 @@ mod tests {
         assert_eq!(end["sum"]["frames"].as_u64().unwrap(), sent);
         assert_eq!(end["sum"]["lost"].as_u64().unwrap(), 0);
         assert_eq!(end["kernel_dropped"].as_u64().unwrap(), 0);
+    }
+
+    /// A generator started on the port of a running one shares its agent and line: a greedy
+    /// flow and a 60 Mb/s one on a 100 Mb/s line send no more than the line carries together,
+    /// the 60 Mb/s one keeps its rate (the agent serves its flows in turn), each has its own
+    /// flow id, report and backpressure count; a start on another port is refused.
+    #[test]
+    fn a_second_generator_on_a_port_shares_its_agent_and_line() {
+        let clock = WarpClock::auto(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = HostSet::default();
+        let (up, down) = PipePort::pair_named(1 << 16, "up0", "down0");
+        let common = ["--size", "1000", "--line-rate", "100mbit", "--json"];
+        let a = gen_args(&[&["--duration", "300ms"][..], &common].concat());
+        let out_a = dir.path().join("gen-a.json");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let g = GenHost::with_port(&a, Box::new(up), mac, Out::file(&out_a).unwrap(), T0).unwrap();
+        set.add_gen("gen a".into(), g);
+        let sink_out = dir.path().join("sink.json");
+        let s = SinkHost::with_port(
+            &sink_args(&["--uplink", "down0", "--json", "--interval", "50ms"]),
+            Box::new(Lasting(down)),
+            Out::file(&sink_out).unwrap(),
+            T0,
+        );
+        set.add_sink("sink".into(), s);
+        for _ in 0..100 {
+            set.turn(&clock).unwrap();
+        }
+        let b_start = clock.now();
+        let out_b = dir.path().join("gen-b.json");
+        let b = [
+            &["--uplink", "up0", "--dst", "02:00:00:00:00:03"][..],
+            &["--pattern", "cbr:60mbit", "--duration", "200ms"],
+            &common,
+        ]
+        .concat();
+        let joined = set
+            .command(
+                HostsCommand::Gen {
+                    netns: None,
+                    out: out_b.clone(),
+                    args: Box::new(GenLine::try_parse_from(b).unwrap().args),
+                },
+                &clock,
+            )
+            .unwrap();
+        assert_eq!(joined["started_ns"], json!(b_start.as_nanos()));
+        assert_eq!(set.gens(), 1, "joined, not a host of its own");
+        let label = format!("gen a + gen {}", out_b.display());
+        assert_eq!(set.gen_order(), [label.as_str()]);
+        let other = GenLine::try_parse_from(
+            [
+                &["--uplink", "up1", "--dst", "02:00:00:00:00:03"][..],
+                &common,
+            ]
+            .concat(),
+        )
+        .unwrap()
+        .args;
+        let e = set
+            .command(
+                HostsCommand::Gen {
+                    netns: None,
+                    out: dir.path().join("gen-c.json"),
+                    args: Box::new(other),
+                },
+                &clock,
+            )
+            .unwrap_err();
+        assert!(e.contains("up1"), "{e}");
+        let mut turns = 0;
+        while set.gens() > 0 {
+            set.turn(&clock).unwrap();
+            turns += 1;
+            assert!(turns < 1_000_000, "the generators never finished");
+        }
+        let end_at = clock.now();
+        set.finish(&clock).unwrap();
+        assert!(set.failed().is_empty(), "{:?}", set.failed());
+        let (ga, gb) = (read(&out_a), read(&out_b));
+        assert_eq!(ga["start"]["first_flow_id"], json!(0));
+        assert_eq!(gb["start"]["first_flow_id"], json!(1));
+        assert_eq!(gb["end"]["streams"][0]["id"], json!(1));
+        let _ = end_at;
+        // b sent its 60 Mb/s for 200 ms (1000-octet frames: 1500 of them), never held back.
+        let b_frames = gb["end"]["sum"]["frames"].as_u64().unwrap();
+        assert!((1470..=1501).contains(&b_frames), "b sent {b_frames}");
+        assert_eq!(gb["end"]["backpressure"], json!(0));
+        assert!(
+            ga["end"]["backpressure"].as_u64().unwrap() > 0,
+            "a is greedy"
+        );
+        // a took what b left: the line minus b's share while both sent.
+        let a_frames = ga["end"]["sum"]["frames"].as_u64().unwrap();
+        assert!(a_frames > 1000, "a sent {a_frames}");
+        // The sink tells the two flows apart and lost nothing.
+        let sink = read(&sink_out);
+        let streams = sink["end"]["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 2, "{streams:?}");
+        let total: u64 = streams.iter().map(|s| s["frames"].as_u64().unwrap()).sum();
+        assert_eq!(total, a_frames + b_frames);
+        assert_eq!(sink["end"]["sum"]["lost"].as_u64().unwrap(), 0);
+        // Together never more than the line: a 1000-octet frame with its 8 octets of tags
+        // takes 1008 octets of the 100 Mb/s line (no file: the pacers count the frame's own
+        // octets), 620 frames in a 50 ms interval, a few more when a late turn catches up. Two
+        // agents, one per generator, would have sent up to 160 Mb/s (990 frames).
+        let per_interval: Vec<u64> = sink["intervals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|iv| {
+                let st = iv["streams"].as_array().unwrap();
+                st.iter().map(|s| s["frames"].as_u64().unwrap()).sum()
+            })
+            .collect();
+        assert!(per_interval.iter().all(|&n| n <= 630), "{per_interval:?}");
+        // While both sent, the line was full: a took what b left.
+        assert!(
+            per_interval[1..4].iter().all(|&n| n >= 600),
+            "{per_interval:?}"
+        );
     }
 
     /// Three generators added as a, b, c take turns at going first: the first turn steps

@@ -188,26 +188,60 @@ enum Phase {
 /// How long a stopped generator drains what its agent still holds.
 const DRAIN: Duration = Duration::from_secs(1);
 
-/// One generator: its sources, its [`Agent`], its uplink and its report. Driven by
+/// One generator host: its [`Agent`], its uplink, and the generators sending through them
+/// ([`Member`]s: the first one's, and any that joined it on the same port). Driven by
 /// [`GenHost::step`] and [`GenHost::deadline`], one host per process (`rp-agent gen`) or many
 /// in one loop (`rp-agent hosts`, [`super::hosts`]).
+///
+/// # Several generators on one host
+/// A host of a scenario that sends several generated flows has one agent and one line for all
+/// of them, as the simulator's host does: their frames queue in the one agent, its limiters
+/// pace each flow, and its line clock serialises them all at the host's line rate. A second
+/// generator started on the port of a running one ([`GenHost::join`]) therefore shares the
+/// first one's agent, line and port instead of opening its own: two agents on one interface
+/// would each send at the full line rate, together more than the link carries (the fan-in
+/// victim's h1, a greedy flow and a 7 Gb/s one on a 10 Gb/s link, offered up to 17 Gb/s). A
+/// member keeps what is its own: its sources (flow ids after those already on the host, so a
+/// sink tells them apart), its duration, its report (its flows, the limiters they use, the
+/// backpressure its sources met) and its control socket (which reaches the shared agent). The
+/// agent's settings are the first generator's; the joining one's agent options are not applied.
 pub struct GenHost {
     agent: Agent,
     uplink: Box<dyn Port>,
-    sources: Vec<Source>,
+    mac: EthernetAddress,
     rng: Rng,
     buf: Vec<u8>,
-    /// Frames the agent refused with backpressure, tagged with their source.
-    held: HeldFrames,
+    /// Every member's sources, members in the order they started.
+    sources: Vec<Source>,
+    /// Each source's frame the agent refused with backpressure (a source waits on its own
+    /// refused frame, as an application blocked in `write(2)`; the others go on).
+    held: Vec<HeldFrames>,
     /// Frames and octets each source handed to the agent, with the first and last one's time.
     sent: Vec<Activity>,
+    /// The member each source belongs to.
+    owner: Vec<usize>,
+    members: Vec<Member>,
+    rr: usize,
+    start: Instant,
+    /// Draining the agent after the last member stopped (until then, `Running`).
+    phase: Phase,
+}
+
+/// One generator of a [`GenHost`]: its sources (`first..first + count` of the host's), its
+/// report and its life.
+struct Member {
+    first: usize,
+    count: usize,
     report: GenReport,
     out: Out,
     schedule: Schedule,
-    rr: usize,
     start: Instant,
     end: Option<Instant>,
+    /// `Running` while sending; `Draining` once stopped, until its flows' queues in the agent
+    /// are empty (or the drain's limit); `Done` once its report is written.
     phase: Phase,
+    /// The agent's backpressure refusals of this member's frames so far.
+    backpressure: u64,
     req_rx: std::sync::mpsc::Receiver<ctl::Request>,
     _ctl: Option<CtlServer>,
 }
@@ -216,6 +250,7 @@ impl std::fmt::Debug for GenHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GenHost")
             .field("uplink", &self.uplink.name())
+            .field("members", &self.members.len())
             .field("phase", &self.phase)
             .finish_non_exhaustive()
     }
@@ -234,7 +269,7 @@ impl GenHost {
         args: &GenArgs,
         uplink: Box<dyn Port>,
         mac: EthernetAddress,
-        mut out: Out,
+        out: Out,
         start: Instant,
     ) -> Result<GenHost, DaemonError> {
         let cfg = args.agent.agent_config(Some(mac))?;
@@ -244,6 +279,53 @@ impl GenHost {
             .unwrap_or_else(|| phy::clock::now().as_nanos());
         let mut rng = Rng::new(seed);
         let agent = Agent::new(cfg, rng.fork(1)).map_err(|e| DaemonError::Config(e.to_string()))?;
+        let mut host = GenHost {
+            agent,
+            uplink,
+            mac,
+            rng,
+            buf: vec![0u8; MAX_FRAME_LEN],
+            sources: Vec::new(),
+            held: Vec::new(),
+            sent: Vec::new(),
+            owner: Vec::new(),
+            members: Vec::new(),
+            rr: 0,
+            start,
+            phase: Phase::Running,
+        };
+        host.add_member(args, out, start, seed)?;
+        Ok(host)
+    }
+
+    /// Starts the generator of `args` at `now` on this host's port, sharing its agent and
+    /// line (see the type's documentation). Refused when `args` names another port or the
+    /// host is already draining.
+    pub fn join(&mut self, args: &GenArgs, out: Out, now: Instant) -> Result<(), DaemonError> {
+        if args.agent.uplink.as_deref() != Some(self.uplink.name()) {
+            return Err(DaemonError::Config(format!(
+                "--uplink {}: this host sends on {}",
+                args.agent.uplink.as_deref().unwrap_or("(none)"),
+                self.uplink.name()
+            )));
+        }
+        if self.phase != Phase::Running {
+            return Err(DaemonError::Runtime(format!(
+                "the generators on {} have stopped",
+                self.uplink.name()
+            )));
+        }
+        let seed = args.agent.seed.unwrap_or(0);
+        self.add_member(args, out, now, seed)
+    }
+
+    fn add_member(
+        &mut self,
+        args: &GenArgs,
+        mut out: Out,
+        start: Instant,
+        seed: u64,
+    ) -> Result<(), DaemonError> {
         let (req_tx, req_rx) = ctl::channel();
         let ctl = match &args.ctl {
             Some(p) => Some(
@@ -254,76 +336,158 @@ impl GenHost {
         };
         drop(req_tx);
         let end = args.duration.map(|d| start + d);
-        let sources: Vec<Source> = (0..args.flows.max(1))
-            .map(|i| {
-                let s = Source::new(args.pattern, i, args.dst, mac, args.size, start);
-                match (args.ip_src, args.ip_dst) {
-                    (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
-                        src_ip,
-                        dst_ip,
-                        src_port: 40_000u16.wrapping_add(i as u16),
-                        dst_port: 5001,
-                    }),
-                    _ => s,
-                }
-            })
-            .collect();
-        let report = GenReport::new(args, &agent, seed, sources.len(), &mut out);
-        Ok(GenHost {
-            sent: vec![Activity::default(); sources.len()],
-            agent,
-            uplink,
-            sources,
-            rng,
-            buf: vec![0u8; MAX_FRAME_LEN],
-            held: HeldFrames::new(),
+        let first = self.sources.len();
+        let count = args.flows.max(1) as usize;
+        let m = self.members.len();
+        for i in first..first + count {
+            // Flow ids count on from the host's earlier members'.
+            let id = i as u32;
+            let s = Source::new(args.pattern, id, args.dst, self.mac, args.size, start);
+            let s = match (args.ip_src, args.ip_dst) {
+                (Some(src_ip), Some(dst_ip)) => s.with_udp(UdpEncap {
+                    src_ip,
+                    dst_ip,
+                    src_port: 40_000u16.wrapping_add(id as u16),
+                    dst_port: 5001,
+                }),
+                _ => s,
+            };
+            self.sources.push(s);
+            self.held.push(HeldFrames::new());
+            self.sent.push(Activity::default());
+            self.owner.push(m);
+        }
+        let report = GenReport::new(args, &self.agent, seed, first, count, &mut out);
+        self.members.push(Member {
+            first,
+            count,
             report,
             out,
             schedule: Schedule::new(start, args.interval, end),
-            rr: 0,
             start,
             end,
             phase: Phase::Running,
+            backpressure: 0,
             req_rx,
             _ctl: ctl,
-        })
+        });
+        Ok(())
     }
 
-    /// When it started.
+    /// When it started (its first generator).
     pub fn started(&self) -> Instant {
         self.start
     }
 
-    /// Whether it has nothing more to do (stopped and drained): [`GenHost::finish`] is next.
+    /// The name of its uplink.
+    pub fn uplink_name(&self) -> &str {
+        self.uplink.name()
+    }
+
+    /// Whether it has nothing more to do (every generator stopped and drained):
+    /// [`GenHost::finish`] is next.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
 
-    /// Stops sending at `now` (the end of `--duration`, or a signal): the last interval is
-    /// reported and the agent's queues drain for up to [`DRAIN`]. Nothing while stopped.
+    /// Stops every generator at `now` (a signal): each reports its last interval and the
+    /// agent's queues drain for up to [`DRAIN`]. Nothing while stopped.
     pub fn stop(&mut self, now: Instant) {
-        if self.phase != Phase::Running {
+        for m in 0..self.members.len() {
+            self.stop_member(m, now);
+        }
+    }
+
+    /// Stops member `m` at `now`: its last interval is reported, the frame it was blocked on
+    /// (if any) is dropped, and its flows drain.
+    fn stop_member(&mut self, m: usize, now: Instant) {
+        let Some(mb) = self.members.get_mut(m) else {
+            return;
+        };
+        if mb.phase != Phase::Running {
             return;
         }
+        let range = mb.first..mb.first + mb.count;
         // The last interval: from the previous report to the stop.
-        if let Some((from, to)) = self.schedule.finish(now) {
-            self.report
-                .interval(&self.agent, &self.sent, from, to, &mut self.out);
+        if let Some((from, to)) = mb.schedule.finish(now) {
+            let sent = &self.sent[range.clone()];
+            mb.report
+                .interval(&self.agent, sent, mb.backpressure, from, to, &mut mb.out);
         }
-        self.phase = Phase::Draining { until: now + DRAIN };
+        mb.phase = Phase::Draining { until: now + DRAIN };
+        for h in self.held.iter_mut().skip(mb.first).take(mb.count) {
+            h.discard(|_| true);
+        }
+        if self.members.iter().all(|mb| mb.phase != Phase::Running) {
+            self.phase = Phase::Draining { until: now + DRAIN };
+        }
+    }
+
+    /// Whether member `m`'s flows still have frames queued in the agent.
+    fn member_queued(&self, m: usize) -> u64 {
+        let Some(mb) = self.members.get(m) else {
+            return 0;
+        };
+        let views = self.agent.flows();
+        let of = mb.report.agent_flows(&views, mb.count);
+        let mut ids: Vec<u32> = of.iter().flatten().map(|v| v.flow).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        views
+            .iter()
+            .filter(|v| ids.binary_search(&v.flow).is_ok())
+            .map(|v| v.queued_frames)
+            .sum()
+    }
+
+    /// Ends the members whose time is up and writes the report of those that drained.
+    fn members_lifecycle(&mut self, now: Instant) {
+        for m in 0..self.members.len() {
+            match self.members[m].phase {
+                Phase::Running => {
+                    if self.members[m].end.is_some_and(|e| now >= e) {
+                        self.stop_member(m, now);
+                    }
+                }
+                Phase::Draining { until } => {
+                    if now >= until || self.member_queued(m) == 0 {
+                        self.finish_member(m, now);
+                    }
+                }
+                Phase::Done => {}
+            }
+        }
+    }
+
+    /// Writes member `m`'s totals (stopping it first if it still runs).
+    fn finish_member(&mut self, m: usize, now: Instant) {
+        self.stop_member(m, now);
+        let port = self.uplink.counters();
+        let Some(mb) = self.members.get_mut(m) else {
+            return;
+        };
+        if mb.phase == Phase::Done {
+            return;
+        }
+        mb.phase = Phase::Done;
+        let elapsed = now.saturating_since(mb.start);
+        let sent = &self.sent[mb.first..mb.first + mb.count];
+        mb.report.end(
+            &self.agent,
+            &port,
+            sent,
+            mb.backpressure,
+            (mb.start, elapsed),
+            &mut mb.out,
+        );
     }
 
     /// One turn of the loop: sources into the agent, the uplink both ways, control requests,
-    /// the report's intervals. Stops by itself at the end of `--duration`.
+    /// the reports' intervals. Each generator stops by itself at the end of its `--duration`.
     pub fn step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
-        match self.phase {
-            Phase::Running => {
-                if self.end.is_some_and(|e| clock.now() >= e) {
-                    self.stop(clock.now());
-                    return self.step(clock);
-                }
-                self.run_step(clock)
-            }
+        self.members_lifecycle(clock.now());
+        let r = match self.phase {
+            Phase::Running => self.run_step(clock),
             Phase::Draining { until } => {
                 // Drain what the agent still holds (bounded by its queue limits).
                 let now = clock.now();
@@ -333,12 +497,18 @@ impl GenHost {
                 let _ = self.uplink.flush();
                 let empty = self.agent.flows().iter().all(|f| f.queued_frames == 0);
                 if now >= until || empty || self.agent.poll_timeout().is_none() {
-                    self.phase = Phase::Done;
+                    for m in 0..self.members.len() {
+                        self.finish_member(m, now);
+                    }
                 }
                 Ok(())
             }
             Phase::Done => Ok(()),
+        };
+        if self.members.iter().all(|m| m.phase == Phase::Done) {
+            self.phase = Phase::Done;
         }
+        r
     }
 
     fn run_step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
@@ -350,32 +520,44 @@ impl GenHost {
         self.uplink
             .recv_batch(BATCH, &mut |f| agent.handle_uplink(now, f))
             .map_err(|e| rt(format!("uplink: {e}")))?;
-        let (agent, sent) = (&mut self.agent, &mut self.sent);
-        self.held.retry(agent, now, &mut |s, n, r| {
-            if r.is_ok() {
-                if let Some(a) = sent.get_mut(s as usize) {
-                    a.on_frame(now, n as u64);
-                }
-            }
-        });
-        // Sources, round-robin, at most one batch each per iteration; none while a frame is
-        // held (a source stops at its first refused frame).
+        // Sources, round-robin, at most one batch each per iteration, none of a stopped
+        // generator. A source whose frame the agent refused offers it again first, and sends
+        // nothing new while it stays refused (the others go on).
         for _ in 0..self.sources.len() {
-            if !self.held.is_empty() {
-                break;
-            }
             let s = self.rr % self.sources.len();
             self.rr = self.rr.wrapping_add(1);
+            let Some(&m) = self.owner.get(s) else {
+                continue;
+            };
+            if !self
+                .members
+                .get(m)
+                .is_some_and(|mb| mb.phase == Phase::Running)
+            {
+                continue;
+            }
+            let (agent, sent, held) = (&mut self.agent, &mut self.sent, &mut self.held[s]);
+            if !held.is_empty() {
+                held.retry(agent, now, &mut |_, n, r| {
+                    if r.is_ok() {
+                        sent[s].on_frame(now, n as u64);
+                    }
+                });
+                if !held.is_empty() {
+                    self.refused(s);
+                    continue;
+                }
+            }
             for _ in 0..BATCH {
                 let Some(n) = self.sources[s].next(now, &mut self.rng, &mut self.buf) else {
                     break;
                 };
-                match self
-                    .held
-                    .offer(&mut self.agent, now, s as u64, &self.buf[..n])
-                {
+                match self.held[s].offer(&mut self.agent, now, s as u64, &self.buf[..n]) {
                     Offered::Accepted => self.sent[s].on_frame(now, n as u64),
-                    Offered::Held => break,
+                    Offered::Held => {
+                        self.refused(s);
+                        break;
+                    }
                     Offered::Refused(_) => {}
                 }
             }
@@ -387,13 +569,26 @@ impl GenHost {
             .poll_uplink(now, &mut |f| uplink.send(f).unwrap_or(true));
         let _ = self.uplink.flush();
         self.agent.drain_events(&mut |_| {});
-        let agent = &mut self.agent;
-        ctl::answer_pending(&self.req_rx, |cmd| answer(agent, clock.now(), cmd, 0));
-        if let Some((from, to)) = self.schedule.tick(now) {
-            self.report
-                .interval(&self.agent, &self.sent, from, to, &mut self.out);
+        for mb in &mut self.members {
+            let agent = &mut self.agent;
+            ctl::answer_pending(&mb.req_rx, |cmd| answer(agent, clock.now(), cmd, 0));
+            if mb.phase != Phase::Running {
+                continue;
+            }
+            if let Some((from, to)) = mb.schedule.tick(now) {
+                let sent = &self.sent[mb.first..mb.first + mb.count];
+                mb.report
+                    .interval(&self.agent, sent, mb.backpressure, from, to, &mut mb.out);
+            }
         }
         Ok(())
+    }
+
+    /// Counts a backpressure refusal against source `s`'s generator.
+    fn refused(&mut self, s: usize) {
+        if let Some(mb) = self.owner.get(s).and_then(|&m| self.members.get_mut(m)) {
+            mb.backpressure += 1;
+        }
     }
 
     /// When the next [`GenHost::step`] is due, seen at `now` (at most [`MAX_SLEEP`] ahead).
@@ -409,24 +604,39 @@ impl GenHost {
             }
             Phase::Running => {}
         }
-        deadline = deadline.min(self.schedule.due());
         // Pacers and sources are served in quanta of at least PACE_QUANTUM (see there).
         if let Some(t) = self.agent.poll_timeout() {
             deadline = deadline.min(t.max(now + PACE_QUANTUM));
         }
-        if self.held.is_empty() {
-            for s in &self.sources {
-                // A source due now (greedy, or behind) is served at once.
-                let due = s.next_due();
-                deadline = deadline.min(if due <= now {
-                    due
-                } else {
-                    due.max(now + PACE_QUANTUM)
-                });
+        for mb in &self.members {
+            match mb.phase {
+                Phase::Running => {
+                    deadline = deadline.min(mb.schedule.due());
+                    if let Some(e) = mb.end {
+                        deadline = deadline.min(e);
+                    }
+                    let range = mb.first..mb.first + mb.count;
+                    for (s, h) in self.sources[range.clone()].iter().zip(&self.held[range]) {
+                        // One waiting on its refused frame goes on when the agent's queues
+                        // move (the agent's own deadline).
+                        if !h.is_empty() {
+                            continue;
+                        }
+                        // A source due now (greedy, or behind) is served at once.
+                        let due = s.next_due();
+                        deadline = deadline.min(if due <= now {
+                            due
+                        } else {
+                            due.max(now + PACE_QUANTUM)
+                        });
+                    }
+                }
+                // Its flows' queues are looked at again within a pacing quantum.
+                Phase::Draining { until } => {
+                    deadline = deadline.min(until.max(now).min(now + PACE_QUANTUM));
+                }
+                Phase::Done => {}
             }
-        }
-        if let Some(e) = self.end {
-            deadline = deadline.min(e);
         }
         deadline
     }
@@ -439,21 +649,20 @@ impl GenHost {
         }
     }
 
-    /// Writes the totals (stopping first if still running) and returns the report's first
-    /// write error.
+    /// Writes every generator's totals (stopping first those still running) and returns the
+    /// first write error of their reports.
     pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
-        self.stop(now);
-        let elapsed = now.saturating_since(self.start);
-        let port = self.uplink.counters();
-        self.report.end(
-            &self.agent,
-            &port,
-            &self.sent,
-            self.start,
-            elapsed,
-            &mut self.out,
-        );
-        self.out.check()
+        for m in 0..self.members.len() {
+            self.finish_member(m, now);
+        }
+        let mut first = Ok(());
+        for mb in &mut self.members {
+            let r = mb.out.check();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 }
 
@@ -490,14 +699,23 @@ struct GenReport {
     last: Vec<(u64, u64)>,
     /// Each agent flow's CNM count at the previous report.
     cnm_prev: BTreeMap<u32, u64>,
-    /// The agent's CNM and backpressure counts at the previous report.
-    agent_prev: (u64, u64),
+    /// The generator's backpressure refusals at the previous report.
+    bp_prev: u64,
+    /// The host-wide index (and flow id) of the generator's first flow.
+    first: usize,
     /// The sharing of limiters last described (text), so a change is told once.
     told: Vec<(u32, Vec<u32>)>,
 }
 
 impl GenReport {
-    fn new(args: &GenArgs, agent: &Agent, seed: u64, flows: usize, out: &mut Out) -> GenReport {
+    fn new(
+        args: &GenArgs,
+        agent: &Agent,
+        seed: u64,
+        first: usize,
+        flows: usize,
+        out: &mut Out,
+    ) -> GenReport {
         let flow_key = match agent.config().flow_key {
             rp_agent::config::FlowKeyMode::DstPriority => "dst-priority",
             rp_agent::config::FlowKeyMode::FiveTuple => "five-tuple",
@@ -514,6 +732,7 @@ impl GenReport {
             "interval_s": args.interval.as_secs_f64(),
             "duration_s": args.duration.map(|d| d.as_secs_f64()),
             "seed": seed,
+            "first_flow_id": first,
         });
         if !args.json {
             let shared = if flow_key == "five-tuple" && udp {
@@ -536,13 +755,14 @@ impl GenReport {
             intervals: Vec::new(),
             last: vec![(0, 0); flows],
             cnm_prev: BTreeMap::new(),
-            agent_prev: (0, 0),
+            bp_prev: 0,
+            first,
             told: Vec::new(),
         }
     }
 
     /// The agent flow of each generator flow: its own with UDP and a five-tuple key (source
-    /// port 40000 + i), otherwise the one (destination, priority) flow.
+    /// port 40000 + its flow id), otherwise the one (destination, priority) flow.
     fn agent_flows<'a>(
         &self,
         views: &'a [rp_agent::stats::FlowView],
@@ -550,7 +770,7 @@ impl GenReport {
     ) -> Vec<Option<&'a rp_agent::stats::FlowView>> {
         (0..n)
             .map(|i| {
-                let port = format!(":{} >", 40_000 + i);
+                let port = format!(":{} >", 40_000 + self.first + i);
                 views
                     .iter()
                     .find(|v| {
@@ -572,6 +792,7 @@ impl GenReport {
         &mut self,
         agent: &Agent,
         sent: &[Activity],
+        backpressure: u64,
         from: Duration,
         to: Duration,
         out: &mut Out,
@@ -598,7 +819,7 @@ impl GenReport {
                 ));
             }
             streams.push(json!({
-                "id": i, "frames": frames, "bytes": bytes, "bps": bps, "rp": ids[i],
+                "id": self.first + i, "frames": frames, "bytes": bytes, "bps": bps, "rp": ids[i],
             }));
         }
         self.last = sent.iter().map(|a| (a.frames, a.bytes)).collect();
@@ -624,12 +845,15 @@ impl GenReport {
             self.told.clone_from(&groups);
         }
         let mut rps = Vec::new();
+        // CNMs to this generator's limiters (another generator of the host has its own).
+        let mut cnm = 0;
         for (rp, flows) in &groups {
             let Some(v) = views.iter().find(|v| v.flow == *rp) else {
                 continue;
             };
             let prev = self.cnm_prev.insert(*rp, v.cnm_rx).unwrap_or(0);
             let cnms = report::counter_delta(prev, v.cnm_rx);
+            cnm += cnms;
             if !self.json {
                 out.line(&format!(
                     "[RP{rp:>2}] {}  flows {:<6} CR {:<15} TR {:<15} CNMs {cnms:5}  {}",
@@ -645,10 +869,8 @@ impl GenReport {
                 "state": v.state, "cnm_rx": cnms, "cnm_rx_total": v.cnm_rx,
             }));
         }
-        let stats = agent.stats();
-        let cnm = report::counter_delta(self.agent_prev.0, stats.cnm_rx);
-        let bp = report::counter_delta(self.agent_prev.1, stats.host_backpressure);
-        self.agent_prev = (stats.cnm_rx, stats.host_backpressure);
+        let bp = report::counter_delta(self.bp_prev, backpressure);
+        self.bp_prev = backpressure;
         if self.json {
             self.intervals.push(json!({
                 "start": from.as_secs_f64(), "end": to.as_secs_f64(), "seconds": secs,
@@ -660,20 +882,18 @@ impl GenReport {
     }
 
     /// The totals: each flow over its active time (first to last frame handed to the agent),
-    /// each limiter's final state and CNM count.
+    /// each limiter's final state and CNM count; `(origin, elapsed)` is the generator's start
+    /// and how long it ran.
     fn end(
         &mut self,
         agent: &Agent,
         port: &PortStats,
         sent: &[Activity],
-        origin: Instant,
-        elapsed: Duration,
+        backpressure: u64,
+        (origin, elapsed): (Instant, Duration),
         out: &mut Out,
     ) {
         let views = agent.flows();
-        // Accepted frames the agent still held when the drain ended: counted in `frames`
-        // (the generator handed them over) but never sent.
-        let unsent: u64 = views.iter().map(|v| v.queued_frames).sum();
         let of = self.agent_flows(&views, sent.len());
         let ids: Vec<Option<u32>> = of.iter().map(|v| v.map(|v| v.flow)).collect();
         let stats = agent.stats();
@@ -699,16 +919,21 @@ impl GenReport {
                 ));
             }
             streams.push(json!({
-                "id": i, "frames": a.frames, "bytes": a.bytes,
+                "id": self.first + i, "frames": a.frames, "bytes": a.bytes,
                 "start": first.as_secs_f64(), "end": last.as_secs_f64(),
                 "seconds": last.saturating_sub(first).as_secs_f64(), "bps": bps, "rp": ids[i],
             }));
         }
         let mut rps = Vec::new();
+        // This generator's limiters: their CNMs, and the accepted frames they still held when
+        // the drain ended (counted in `frames`, the generator handed them over, but never sent).
+        let (mut cnm_rx, mut unsent) = (0, 0);
         for (rp, flows) in report::group_by_limiter(&ids) {
             let Some(v) = views.iter().find(|v| v.flow == rp) else {
                 continue;
             };
+            cnm_rx += v.cnm_rx;
+            unsent += v.queued_frames;
             if !self.json {
                 out.line(&format!(
                     "[RP{rp:>2}] flows {}: CR {} TR {} at the end, {} CNMs in all, {}",
@@ -735,11 +960,12 @@ impl GenReport {
                     "streams": streams,
                     "sum": {"frames": frames, "bytes": bytes},
                     "rps": rps,
-                    "cnm_rx": stats.cnm_rx,
-                    "backpressure": stats.host_backpressure,
+                    "cnm_rx": cnm_rx,
+                    "backpressure": backpressure,
                     "unsent": unsent,
                     // How late the agent's frames left after their instants (its loop's
-                    // timing; `rp_agent::stats::TxLateness`).
+                    // timing; `rp_agent::stats::TxLateness`): the host's, every generator
+                    // on its line alike.
                     "tx_late": {
                         "frames": stats.tx_late_frames,
                         "p50_ns": stats.tx_late_p50_ns,
@@ -756,9 +982,7 @@ impl GenReport {
             out.line(&serde_json::to_string_pretty(&doc).unwrap_or_default());
         } else {
             out.line(&format!(
-                "agent: {} CNMs, {} backpressure refusals in {:.2} s",
-                stats.cnm_rx,
-                stats.host_backpressure,
+                "agent: {cnm_rx} CNMs, {backpressure} backpressure refusals in {:.2} s",
                 elapsed.as_secs_f64()
             ));
         }

@@ -235,7 +235,9 @@ impl NetnsWorld {
                 ));
             }
         }
-        run.warnings.extend(setup::shared_line_notes(sc, &kinds));
+        if !hosts_process {
+            run.warnings.extend(setup::shared_line_notes(sc, &kinds));
+        }
         // Nothing else of the run on the hosts loop's CPU (`Pinning`): the runner's thread,
         // and every process it starts, which inherits its affinity.
         let confined = pinning

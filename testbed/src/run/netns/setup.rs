@@ -197,12 +197,15 @@ pub fn gen_ctl(dir: &Path, sc: &Scenario, i: usize) -> PathBuf {
     dir.join(format!("gen-{}.sock", flow_name(sc, i)))
 }
 
-/// A note for each host that sends more than one generated flow. In netns each generated flow
-/// has its own generator, agent and line (`rp-agent gen`, or `start gen` in the hosts process);
-/// the simulator's host is one agent whose flows share one line. Together such flows may offer
-/// more than the host's link carries: the link's ingress stage at the switch then holds them
-/// to its rate and, once full, drops (the fidelity check counts those drops). The fan-in
-/// victim's h1 (a greedy flow and a 7 Gb/s one on a 10 Gb/s link) is one.
+/// A note for each host that sends more than one generated flow, for runs with
+/// `[scenario.netns] hosts = "per-process"`: there each generated flow has its own
+/// `rp-agent gen` process, agent and line, where the simulator's host is one agent whose flows
+/// share one line. Together such flows may offer more than the host's link carries: the link's
+/// ingress stage at the switch then holds them to its rate and, once full, drops (the fidelity
+/// check counts those drops). The fan-in victim's h1 (a greedy flow and a 7 Gb/s one on a
+/// 10 Gb/s link) is one. In the hosts process (the default) the generators of one host share
+/// one agent and line, as in the simulator (`rp-agent hosts`: a `start gen` on a port that
+/// already sends joins it), and no note is needed.
 pub fn shared_line_notes(sc: &Scenario, kinds: &[FlowKind]) -> Vec<String> {
     let mut by_host: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, f) in sc.topo.flow.iter().enumerate() {
@@ -215,10 +218,10 @@ pub fn shared_line_notes(sc: &Scenario, kinds: &[FlowKind]) -> Vec<String> {
         .filter(|(_, flows)| flows.len() > 1)
         .map(|(host, flows)| {
             format!(
-                "note: host {host} sends {} generated flows ({}): in netns each has its own \
-                 generator, agent and line where the simulator's host shares one, so together \
-                 they may offer more than {host}'s link carries (its ingress stage then holds \
-                 them back and, when full, drops)",
+                "note: host {host} sends {} generated flows ({}): with hosts = \"per-process\" \
+                 each has its own generator, agent and line where the simulator's host shares \
+                 one, so together they may offer more than {host}'s link carries (its ingress \
+                 stage then holds them back and, when full, drops)",
                 flows.len(),
                 flows.join(", ")
             )
