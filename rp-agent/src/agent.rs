@@ -552,11 +552,15 @@ impl Agent {
                 let host_len = head.len() - start;
                 let rpid = f.rp.as_ref().filter(|_| self.cfg.cn_tag).map(|_| f.rpid);
                 let (pcp, vid) = (f.key.priority, self.cfg.vid);
+                // When this frame became ready for the line: its PAUSE ended, and its flow's
+                // pacer let it go. A flow with no limiter never starts its pacer, which then
+                // holds the instant its queue last went from empty to backlogged (`wake`), the
+                // earliest its head can have been ready. The line starts it no earlier (its
+                // own `next_free` only moves when the whole agent was idle: a line left idle
+                // while another flow waited on its limiter is not credit).
+                let ready = self.pause.until(pcp).max(f.pacer.next_free());
                 // When its pacers and PAUSE let this frame start (before they are charged).
-                let mut due = self.line.next_free().max(self.pause.until(pcp));
-                if f.rp.is_some() {
-                    due = due.max(f.pacer.next_free());
-                }
+                let due = self.line.next_free().max(ready);
                 // The departure stamp: the instant the line starts the frame, as its clock
                 // charges it (back-dated by at most the catch-up, `LineClock::start`).
                 let stamp = self
@@ -602,7 +606,7 @@ impl Agent {
                     self.pool.give_frame_of(b, host_len);
                 }
                 self.backlog_frames -= 1;
-                self.line.start(now, len);
+                self.line.start_ready(now, ready, len);
                 f.tx_frames += 1;
                 f.tx_bytes += len as u64;
                 f.last_active = now;
