@@ -1213,6 +1213,47 @@ mod tests {
         );
     }
 
+    /// A flow held back by its limiter keeps the agent backlogged, so the uplink line is not
+    /// woken when a frame of another, unlimited flow arrives after the line sat idle. That
+    /// frame starts (and is stamped) when it arrived, t1 + 100 µs = t0 + 600 µs, not
+    /// back-dated into the idle time to just after the limited flow's last frame (the line's
+    /// own `next_free`, t0 + 16.48 µs: that frame was itself back-dated to its pacer's
+    /// instant), as the 1 ms catch-up allowed before the line took each frame's ready time.
+    #[test]
+    fn a_frame_is_not_back_dated_into_line_idle_time_another_flow_waited_through() {
+        let generated_frame = |dst| {
+            let mut f = frame(dst, 1000);
+            f[14..18].copy_from_slice(&generated::MAGIC.to_be_bytes());
+            f
+        };
+        let mut c = cfg(Rate::from_gbps(1));
+        c.catch_up = Duration::from_millis(1);
+        c.departure_stamps = true;
+        let mut a = Agent::new(c, Rng::new(1)).unwrap();
+        let t0 = Instant::from_nanos(1_000_000);
+        a.handle_host(t0, &generated_frame(PEER)).unwrap();
+        let sent = send_all(&mut a, t0);
+        // Ten CNMs of the largest feedback: the flow to PEER at 10 Mb/s or less (5 Mb/s at
+        // least, `rpg_min_rate`), a 1000-octet frame every 0.8 ms or more.
+        for _ in 0..10 {
+            a.handle_uplink(t0, &cnm_about(&sent[0], 63));
+        }
+        let limited = a.flows()[0].cr_bps;
+        assert!(limited <= 10_000_000, "CR {limited}");
+        for _ in 0..10 {
+            a.handle_host(t0, &generated_frame(PEER)).unwrap();
+        }
+        let t1 = t0 + Duration::from_micros(500);
+        let first = send_all(&mut a, t1);
+        assert_eq!(first.len(), 1, "one frame of the limited flow");
+        let tb = t1 + Duration::from_micros(100);
+        a.handle_host(tb, &generated_frame(PEER2)).unwrap();
+        let out = send_all(&mut a, tb);
+        assert_eq!(out.len(), 1, "the unlimited flow's frame only");
+        assert_eq!(&out[0][..6], &PEER2.0);
+        assert_eq!(generated::departure(&out[0]), Some(tb));
+    }
+
     fn send_all(a: &mut Agent, now: Instant) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         a.poll_uplink(now, &mut |f| {
