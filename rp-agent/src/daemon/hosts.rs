@@ -245,8 +245,7 @@ impl HostSet {
                 // for all the generated flows of a host (`GenHost::join`).
                 let running = self.gens.iter_mut().find(|(_, ns, g)| {
                     *ns == netns
-                        && !g.is_done()
-                        && g.fd().is_some()
+                        && g.is_sending()
                         && args.agent.uplink.as_deref() == Some(g.uplink_name())
                 });
                 if let Some((host_label, _, g)) = running {

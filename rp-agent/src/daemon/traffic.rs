@@ -384,6 +384,11 @@ impl GenHost {
         self.uplink.name()
     }
 
+    /// Whether a generator of it still sends (one more may join it, [`GenHost::join`]).
+    pub fn is_sending(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
     /// Whether it has nothing more to do (every generator stopped and drained):
     /// [`GenHost::finish`] is next.
     pub fn is_done(&self) -> bool {
