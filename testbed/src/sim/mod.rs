@@ -12,7 +12,7 @@
 //! * **Clock and events.** Virtual time is a [`cnm_proto::Instant`] starting at 0. Events are
 //!   ordered by `(time, insertion sequence)`: ties break in the order the events were
 //!   scheduled, so a run is a pure function of its topology and seed. Future events sit in a
-//!   small array of packed `(time, sequence)` keys kept sorted (the earliest last); events
+//!   small array kept sorted by `(time, sequence)` (the earliest last); events
 //!   scheduled for the instant being processed (a host polled for the
 //!   frame that just reached it) go to a FIFO beside it, which gives the same order at less
 //!   cost (`queue`, with the argument). A node's wake-up due now when nothing else is due now
@@ -80,7 +80,7 @@
 //! header is the previous one's takes that header's flow key and tag layout without a walk;
 //! the sink finds a recent flow's counters through a small cache; the bridge keeps its busy
 //! ports as a bitmap and passes a frame no VOQ waits ahead of straight to its output queue;
-//! the event queue is a sorted array (a binary search and a short move per event). Trace
+//! the event queue is a sorted array (a short walk from its end per event). Trace
 //! lines are written with sorted keys straight from their records, without a
 //! `serde_json::Value` in between.
 //!
