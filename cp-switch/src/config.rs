@@ -21,9 +21,9 @@ use std::str::FromStr;
 /// `ports² × 8`, so the bound is kept well below that limit.
 pub const MAX_PORTS: usize = 256;
 
-/// Largest `fdb.max_entries`: 2^24 entries. The table is reserved up front (about 54 octets an
-/// entry with the hash table's slack), so this bound keeps it under 1 GiB, within what a
-/// 24 GiB machine holds beside the rest of the bridge.
+/// Largest `fdb.max_entries`: 2^24 entries. The table is reserved up front (about 58 octets an
+/// entry: its slot, and its hash table bucket with the table's slack), so this bound keeps it
+/// under 1 GiB, within what a 24 GiB machine holds beside the rest of the bridge.
 pub const MAX_FDB_ENTRIES: usize = 1 << 24;
 
 /// Largest `event_capacity`: 2^20 events (the log is reserved up front, tens of MB at most).
