@@ -555,14 +555,22 @@ impl Agent {
                 // When this frame became ready for the line: its PAUSE ended, and its flow's
                 // pacer let it go. A flow with no limiter never starts its pacer, which then
                 // holds the instant its queue last went from empty to backlogged (`wake`), the
-                // earliest its head can have been ready. The line starts it no earlier (its
-                // own `next_free` only moves when the whole agent was idle: a line left idle
-                // while another flow waited on its limiter is not credit).
+                // earliest its head can have been ready.
                 let ready = self.pause.until(pcp).max(f.pacer.next_free());
                 // When its pacers and PAUSE let this frame start (before they are charged).
                 let due = self.line.next_free().max(ready);
-                // The departure stamp: the instant the line starts the frame, as its clock
-                // charges it (back-dated by at most the catch-up, `LineClock::start`).
+                // The departure stamp: when the line starts the frame, back-dated by at most
+                // the catch-up (`LineClock::start`), and not before the frame was ready. The
+                // line's own `next_free` moves on only when the whole agent was idle, so while
+                // one flow waits on its limiter the line may sit idle unseen: a frame of
+                // another flow arriving then was stamped up to the catch-up before it existed
+                // (5 ms early on the fan-in victim's h1 at S = 100, where every frame of its
+                // unlimited f6 was stamped late at the switch). The line itself is still
+                // charged from its `next_free`: starting it at a later flow's `ready` instead
+                // would throw away the catch-up of another flow's frames that were ready
+                // earlier and waited on a late loop (the round-robin serves flows in turn, not
+                // in ready order), which at S = 10 cut the fan-in victim's f6 from 700 to
+                // 380-460 Mb/s on a 1 Gb/s line it shares with f1.
                 let stamp = self
                     .cfg
                     .departure_stamps
@@ -606,7 +614,7 @@ impl Agent {
                     self.pool.give_frame_of(b, host_len);
                 }
                 self.backlog_frames -= 1;
-                self.line.start_ready(now, ready, len);
+                self.line.start(now, len);
                 f.tx_frames += 1;
                 f.tx_bytes += len as u64;
                 f.last_active = now;
@@ -1215,10 +1223,10 @@ mod tests {
 
     /// A flow held back by its limiter keeps the agent backlogged, so the uplink line is not
     /// woken when a frame of another, unlimited flow arrives after the line sat idle. That
-    /// frame starts (and is stamped) when it arrived, t1 + 100 µs = t0 + 600 µs, not
-    /// back-dated into the idle time to just after the limited flow's last frame (the line's
-    /// own `next_free`, t0 + 16.48 µs: that frame was itself back-dated to its pacer's
-    /// instant), as the 1 ms catch-up allowed before the line took each frame's ready time.
+    /// frame is stamped when it arrived, t1 + 100 µs = t0 + 600 µs, not back-dated into the
+    /// idle time to just after the limited flow's last frame (the line's own `next_free`,
+    /// t0 + 16.48 µs: that frame was itself back-dated to its pacer's instant), as the 1 ms
+    /// catch-up allowed before the stamp took the frame's ready time.
     #[test]
     fn a_frame_is_not_back_dated_into_line_idle_time_another_flow_waited_through() {
         let generated_frame = |dst| {

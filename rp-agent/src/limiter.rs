@@ -91,15 +91,6 @@ impl Pacer {
         // The ready time was given to `wake`: it is already in `next_free`.
         self.clock.start(now, Instant::ZERO, len)
     }
-
-    /// [`Pacer::start`] for a frame that became ready at `ready`: the line's own rule,
-    /// `max(next_free, ready, now − catch_up)`. The uplink pacer of an agent with several
-    /// flows needs it: it is woken only when the whole agent goes from idle to backlogged, so
-    /// while one flow stays backlogged behind its own limiter the line may sit idle unseen, and
-    /// a frame of another flow would otherwise be back-dated into that idle time.
-    pub fn start_ready(&mut self, now: Instant, ready: Instant, len: usize) -> Instant {
-        self.clock.start(now, ready, len)
-    }
 }
 
 #[cfg(test)]
