@@ -49,7 +49,11 @@ pub use tap::{TapOffloadStats, TapPort};
 /// Frames are complete L2 frames as they were on the wire, from the destination address to
 /// the end of the payload (no preamble, no FCS). An 802.1Q/802.1ad tag is present in the bytes
 /// even when the kernel delivered it out of band (VLAN receive offload).
-pub trait Port {
+///
+/// A port may move between threads (`Send`): a process that serves many ports in one loop
+/// opens and closes them on helper threads, since setting up and releasing a packet socket's
+/// rings takes tens of milliseconds during which the loop would serve no other port.
+pub trait Port: Send {
     /// The interface (or port) name, for logs and errors.
     fn name(&self) -> &str;
     /// Receive up to `max` frames without blocking, calling `f` for each (full L2 frame,

@@ -55,9 +55,10 @@ use std::sync::Arc;
 use clap::Parser;
 use cnm_proto::phy::clock::{Clock, Monotonic};
 use cnm_proto::phy::{self, netns};
+use cnm_proto::wire::EthernetAddress;
 use cnm_proto::{Duration, Instant};
 use daemon_kit::ctl::{self as socket, Answer, CtlServer};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::run::MAX_SLEEP;
 use super::traffic::{GenArgs, GenHost, Out, SinkArgs, SinkHost};
@@ -182,8 +183,66 @@ fn in_netns<T>(
     r
 }
 
+/// A host's port opened off the loop thread ([`HostSet::request`]), with what it is for.
+enum Opened {
+    Gen {
+        netns: Option<String>,
+        out: PathBuf,
+        args: Box<GenArgs>,
+        port: Result<(phy::AfPacketPort, EthernetAddress), DaemonError>,
+    },
+    Sink {
+        out: PathBuf,
+        args: SinkArgs,
+        port: Result<(phy::AfPacketPort, usize), DaemonError>,
+    },
+}
+
+/// The (namespace, uplink) a generator sends on: generators on one join one host.
+type GenKey = (Option<String>, Option<String>);
+
+/// The reply channel of a control request.
+type Reply = std::sync::mpsc::SyncSender<Answer>;
+
+/// Opens the port a start command needs, in its namespace (blocking: see
+/// [`HostSet::request`]); `None` for a command that needs none.
+fn open_port(cmd: HostsCommand) -> Option<Opened> {
+    match cmd {
+        HostsCommand::Status => None,
+        HostsCommand::Gen { netns, out, args } => {
+            let port = in_netns(netns.as_deref(), || {
+                args.agent.open_uplink().map(|(p, mac, _)| (p, mac))
+            });
+            Some(Opened::Gen {
+                netns,
+                out,
+                args,
+                port,
+            })
+        }
+        HostsCommand::Sink { netns, out, args } => {
+            let port = in_netns(netns.as_deref(), || SinkHost::open_port(&args));
+            Some(Opened::Sink { out, args, port })
+        }
+    }
+}
+
+/// Drops `x` on a helper thread: closing a packet socket releases its rings, which took
+/// 31 ms on the loop thread (`strace -T`: `close` of a generator's socket), while every other
+/// host of the loop waited. When no thread can be started, `x` is dropped here.
+fn drop_later<T: Send + 'static>(x: T) {
+    let _ = std::thread::Builder::new()
+        .name("close".into())
+        .spawn(move || drop(x));
+}
+
+/// The answer to a start: the host's label and the instant its clock started.
+fn started(label: &str, t: Instant) -> Value {
+    json!({"host": label, "started_ns": t.as_nanos()})
+}
+
 /// The hosts of one process and their loop.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HostSet {
     /// Generator hosts: label (their generators' labels, joined by ` + `), namespace, host.
     gens: Vec<(String, Option<String>, GenHost)>,
@@ -192,6 +251,38 @@ pub struct HostSet {
     finished: u64,
     /// Hosts that failed (port or report errors), with the reason.
     failed: Vec<String>,
+    /// Ports opened off the loop, with the reply their start command waits for.
+    opened_tx: std::sync::mpsc::Sender<(Opened, Reply)>,
+    opened_rx: std::sync::mpsc::Receiver<(Opened, Reply)>,
+    /// Generator ports being opened.
+    opening: Vec<GenKey>,
+    /// Generator starts waiting for a port being opened, to join its host.
+    waiting: Vec<(GenKey, HostsCommand, Reply)>,
+}
+
+impl Default for HostSet {
+    fn default() -> HostSet {
+        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
+        HostSet {
+            gens: Vec::new(),
+            sinks: Vec::new(),
+            finished: 0,
+            failed: Vec::new(),
+            opened_tx,
+            opened_rx,
+            opening: Vec::new(),
+            waiting: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Opened::Gen { out, .. } => write!(f, "Opened::Gen({})", out.display()),
+            Opened::Sink { out, .. } => write!(f, "Opened::Sink({})", out.display()),
+        }
+    }
 }
 
 impl HostSet {
@@ -229,18 +320,102 @@ impl HostSet {
         &self.failed
     }
 
-    /// Answers one control command: opens the host in its namespace and starts it now.
+    /// Answers one control command: opens the host in its namespace and starts it now
+    /// (blocking the loop while the port opens; the process's loop uses
+    /// [`HostSet::request`]).
+    #[cfg(test)]
     pub fn command(&mut self, cmd: HostsCommand, clock: &dyn Clock) -> Answer {
-        let start = |label: &str, t: Instant| json!({"host": label, "started_ns": t.as_nanos()});
+        match self.at_once(cmd, clock) {
+            Ok(answer) => answer,
+            Err(cmd) => match open_port(*cmd) {
+                Some(o) => self.install(o, clock),
+                None => Err("nothing to open".into()),
+            },
+        }
+    }
+
+    /// Takes one control request without blocking the loop. A start that needs a port has it
+    /// opened on a helper thread, since setting up a packet socket's rings took 30 ms
+    /// (`strace -T`: 18 ms for the receive ring, 12 ms for the transmit ring) during which
+    /// every other host of the loop waited, its generators silent (a 45 ms hole in the fan-in
+    /// victim's f6 at each flow's start and stop at S = 10); [`HostSet::install_opened`] then
+    /// starts the host on the loop and answers. A generator for a port being opened waits for
+    /// it and joins its host.
+    pub fn request(&mut self, cmd: HostsCommand, reply: Reply, clock: &dyn Clock) {
+        let cmd = match self.at_once(cmd, clock) {
+            Ok(answer) => {
+                let _ = reply.try_send(answer);
+                return;
+            }
+            Err(cmd) => *cmd,
+        };
+        let key = match &cmd {
+            HostsCommand::Gen { netns, args, .. } => {
+                Some((netns.clone(), args.agent.uplink.clone()))
+            }
+            _ => None,
+        };
+        if let Some(k) = &key {
+            if self.opening.contains(k) {
+                self.waiting.push((k.clone(), cmd, reply));
+                return;
+            }
+        }
+        let tx = self.opened_tx.clone();
+        let (job_reply, spawned_reply) = (reply.clone(), reply);
+        let started = std::thread::Builder::new()
+            .name("open".into())
+            .spawn(move || {
+                if let Some(o) = open_port(cmd) {
+                    let _ = tx.send((o, spawned_reply));
+                }
+            });
+        match started {
+            Ok(_) => self.opening.extend(key),
+            Err(e) => {
+                let _ = job_reply.try_send(Err(format!("no thread to open the port: {e}")));
+            }
+        }
+    }
+
+    /// Starts the hosts whose ports opened since the last call, answers their start commands,
+    /// and lets the generators that waited for a port join its host.
+    pub fn install_opened(&mut self, clock: &dyn Clock) {
+        while let Ok((o, reply)) = self.opened_rx.try_recv() {
+            let key = match &o {
+                Opened::Gen { netns, args, .. } => Some((netns.clone(), args.agent.uplink.clone())),
+                Opened::Sink { .. } => None,
+            };
+            let answer = self.install(o, clock);
+            let _ = reply.try_send(answer);
+            if let Some(k) = key {
+                self.opening.retain(|x| *x != k);
+                let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+                    .into_iter()
+                    .partition(|(w, _, _)| *w == k);
+                self.waiting = rest;
+                for (_, cmd, reply) in ready {
+                    self.request(cmd, reply, clock);
+                }
+            }
+        }
+    }
+
+    /// Answers what needs no port now (`status`, a generator joining a host that sends);
+    /// gives back a start that needs its own port.
+    fn at_once(
+        &mut self,
+        cmd: HostsCommand,
+        clock: &dyn Clock,
+    ) -> Result<Answer, Box<HostsCommand>> {
         match cmd {
-            HostsCommand::Status => Ok(json!({
+            HostsCommand::Status => Ok(Ok(json!({
                 "gens": self.gens.iter().map(|(l, _, _)| l.as_str()).collect::<Vec<_>>(),
                 "sinks": self.sinks.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
                 "finished": self.finished,
                 "failed": self.failed,
-            })),
+            }))),
             HostsCommand::Gen { netns, out, args } => {
-                let label = format!("gen {}", out.display());
                 // A generator on the port of a running one joins it: one agent and one line
                 // for all the generated flows of a host (`GenHost::join`).
                 let running = self.gens.iter_mut().find(|(_, ns, g)| {
@@ -248,29 +423,46 @@ impl HostSet {
                         && g.is_sending()
                         && args.agent.uplink.as_deref() == Some(g.uplink_name())
                 });
-                if let Some((host_label, _, g)) = running {
-                    let now = clock.now();
-                    g.join(&args, Out::file(&out).map_err(|e| e.to_string())?, now)
-                        .map_err(|e| e.to_string())?;
+                let Some((host_label, _, g)) = running else {
+                    return Err(Box::new(HostsCommand::Gen { netns, out, args }));
+                };
+                let label = format!("gen {}", out.display());
+                let now = clock.now();
+                let joined = Out::file(&out).and_then(|o| g.join(&args, o, now));
+                Ok(joined.map_err(|e| e.to_string()).map(|()| {
                     host_label.push_str(" + ");
                     host_label.push_str(&label);
-                    return Ok(start(&label, now));
-                }
-                let g = in_netns(netns.as_deref(), || {
-                    GenHost::open(&args, Out::file(&out)?, clock)
-                })
-                .map_err(|e| e.to_string())?;
-                let a = start(&label, g.started());
+                    started(&label, now)
+                }))
+            }
+            cmd @ HostsCommand::Sink { .. } => Err(Box::new(cmd)),
+        }
+    }
+
+    /// Starts the host of an opened port now.
+    fn install(&mut self, o: Opened, clock: &dyn Clock) -> Answer {
+        match o {
+            Opened::Gen {
+                netns,
+                out,
+                args,
+                port,
+            } => {
+                let label = format!("gen {}", out.display());
+                let (port, mac) = port.map_err(|e| e.to_string())?;
+                let out = Out::file(&out).map_err(|e| e.to_string())?;
+                let g = GenHost::with_port(&args, Box::new(port), mac, out, clock.now())
+                    .map_err(|e| e.to_string())?;
+                let a = started(&label, g.started());
                 self.gens.push((label, netns, g));
                 Ok(a)
             }
-            HostsCommand::Sink { netns, out, args } => {
+            Opened::Sink { out, args, port } => {
                 let label = format!("sink {}", out.display());
-                let s = in_netns(netns.as_deref(), || {
-                    SinkHost::open(&args, Out::file(&out)?, clock)
-                })
-                .map_err(|e| e.to_string())?;
-                let a = start(&label, s.started());
+                let (port, slots) = port.map_err(|e| e.to_string())?;
+                let out = Out::file(&out).map_err(|e| e.to_string())?;
+                let s = SinkHost::on_port(&args, port, slots, out, clock.now());
+                let a = started(&label, s.started());
                 self.add_sink(label, s);
                 Ok(a)
             }
@@ -299,8 +491,9 @@ impl HostSet {
             let r = self.gens[i].2.step(clock);
             if r.is_err() || self.gens[i].2.is_done() {
                 // A failed host still writes what it has.
-                let (label, _, g) = self.gens.swap_remove(i);
+                let (label, _, mut g) = self.gens.swap_remove(i);
                 let done = g.finish(clock.now());
+                drop_later(g);
                 for e in [r, done].into_iter().filter_map(Result::err) {
                     self.fail(&label, &e);
                 }
@@ -313,8 +506,9 @@ impl HostSet {
         while i < self.sinks.len() {
             let r = self.sinks[i].1.step(clock);
             if r.is_err() || self.sinks[i].1.is_done() {
-                let (label, s) = self.sinks.swap_remove(i);
+                let (label, mut s) = self.sinks.swap_remove(i);
                 let done = s.finish(clock.now());
+                drop_later(s);
                 for e in [r, done].into_iter().filter_map(Result::err) {
                     self.fail(&label, &e);
                 }
@@ -377,7 +571,10 @@ pub fn hosts(args: HostsArgs, term: Arc<AtomicBool>) -> Result<(), DaemonError> 
     let _ = phy::poll::set_timer_slack(Duration::from_nanos(1000));
     let mut set = HostSet::default();
     while !term.load(Ordering::Relaxed) {
-        socket::answer_pending(&rx, |cmd| set.command(cmd, &clock));
+        while let Ok((cmd, reply)) = rx.try_recv() {
+            set.request(cmd, reply, &clock);
+        }
+        set.install_opened(&clock);
         set.turn(&clock)?;
     }
     set.finish(&clock)?;
@@ -520,6 +717,82 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("no such interface"), "{e}");
         assert_eq!((set.gens(), set.sinks()), (0, 0));
+    }
+
+    /// Starts taken without blocking the loop: a generator joining a host that sends is
+    /// answered at once; ports are opened on helper threads and their answers (here refusals:
+    /// no such interface) come once the loop installs them; a second start for a port being
+    /// opened waits for it, and opens its own when that one fails.
+    #[test]
+    fn starts_that_need_a_port_are_answered_once_it_is_open() {
+        let clock = WarpClock::auto(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let mut set = HostSet::default();
+        let (up, _down) = PipePort::pair_named(64, "up0", "down0");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let a = gen_args(&["--duration", "1s"]);
+        let out = Out::file(&dir.path().join("gen-a.txt")).unwrap();
+        set.add_gen(
+            "gen a".into(),
+            GenHost::with_port(&a, Box::new(up), mac, out, T0).unwrap(),
+        );
+        let (tx, rx) = std::sync::mpsc::sync_channel(8);
+        set.request(
+            HostsCommand::Gen {
+                netns: None,
+                out: dir.path().join("gen-b.txt"),
+                args: Box::new(gen_args(&[])),
+            },
+            tx.clone(),
+            &clock,
+        );
+        let joined = rx.try_recv().expect("a join is answered at once").unwrap();
+        assert_eq!(joined["started_ns"], json!(T0.as_nanos()));
+        let missing = || {
+            GenLine::try_parse_from(["--uplink", "qcn-no-such-if", "--dst", "02:00:00:00:00:02"])
+                .unwrap()
+                .args
+        };
+        for name in ["gen-c.txt", "gen-d.txt"] {
+            set.request(
+                HostsCommand::Gen {
+                    netns: None,
+                    out: dir.path().join(name),
+                    args: Box::new(missing()),
+                },
+                tx.clone(),
+                &clock,
+            );
+        }
+        set.request(
+            HostsCommand::Sink {
+                netns: None,
+                out: dir.path().join("sink.txt"),
+                args: sink_args(&["--uplink", "qcn-no-such-if"]),
+            },
+            tx,
+            &clock,
+        );
+        assert!(
+            rx.try_recv().is_err(),
+            "nothing answered before the ports open"
+        );
+        let mut answers = Vec::new();
+        for _ in 0..2000 {
+            set.install_opened(&clock);
+            answers.extend(rx.try_iter());
+            if answers.len() == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        for a in &answers {
+            let e = a.as_ref().unwrap_err();
+            assert!(e.contains("no such interface"), "{e}");
+        }
+        assert_eq!((set.gens(), set.sinks()), (1, 0));
+        assert!(set.opening.is_empty() && set.waiting.is_empty());
     }
 
     /// A CBR generator of 8 Mb/s in 1000-octet frames on a 100 Mb/s line.

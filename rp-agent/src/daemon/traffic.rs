@@ -656,7 +656,7 @@ impl GenHost {
 
     /// Writes every generator's totals (stopping first those still running) and returns the
     /// first write error of their reports.
-    pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
+    pub fn finish(&mut self, now: Instant) -> Result<(), DaemonError> {
         for m in 0..self.members.len() {
             self.finish_member(m, now);
         }
@@ -1042,6 +1042,27 @@ impl SinkHost {
     /// Opens `args.uplink` (in the calling thread's network namespace) and starts counting at
     /// `clock`'s now, reporting to `out`.
     pub fn open(args: &SinkArgs, out: Out, clock: &dyn Clock) -> Result<SinkHost, DaemonError> {
+        let (port, slots) = SinkHost::open_port(args)?;
+        Ok(SinkHost::on_port(args, port, slots, out, clock.now()))
+    }
+
+    /// The sink of `args` on the port [`SinkHost::open_port`] opened (with its ring's
+    /// `slots`), started at `start`.
+    pub fn on_port(
+        args: &SinkArgs,
+        port: phy::AfPacketPort,
+        slots: usize,
+        out: Out,
+        start: Instant,
+    ) -> SinkHost {
+        let mut host = SinkHost::with_port(args, Box::new(port), out, start);
+        host.ring_slots = slots;
+        host
+    }
+
+    /// Opens the uplink of `args` (in the calling thread's network namespace) with a deep
+    /// receive ring; returns it with the ring's slots.
+    pub fn open_port(args: &SinkArgs) -> Result<(phy::AfPacketPort, usize), DaemonError> {
         let name = &args.uplink;
         if !phy::iface::exists(name) {
             return Err(DaemonError::Config(format!(
@@ -1056,9 +1077,7 @@ impl SinkHost {
         ring.rx_blocks *= 8;
         let port = phy::AfPacketPort::open(name, &ring)
             .map_err(|e| DaemonError::Runtime(format!("uplink {name}: {e}")))?;
-        let mut host = SinkHost::with_port(args, Box::new(port), out, clock.now());
-        host.ring_slots = ring.rx_slots() as usize;
-        Ok(host)
+        Ok((port, ring.rx_slots() as usize))
     }
 
     /// The sink of `args` on an open port, started at `start`.
@@ -1162,7 +1181,7 @@ impl SinkHost {
     /// one ring's worth is read, so a sender that never stops cannot hold the report back.
     /// The kernel's own drops (ring full, `PACKET_STATISTICS`) and truncated frames are
     /// reported beside the flows: frames the sink lost itself, not the network.
-    pub fn finish(mut self, now: Instant) -> Result<(), DaemonError> {
+    pub fn finish(&mut self, now: Instant) -> Result<(), DaemonError> {
         let drained = self.drain(now);
         let counters = self.port.counters();
         let out = &mut self.out;
