@@ -137,6 +137,8 @@ fn a_hosts_generated_flows_share_one_agent_and_line() {
     let dir = out_dir("run-netns-hosts", "shared");
     let status = common::netns::testbed()
         .args(["fan-in-victim", "--quiet", "--no-plots"])
+        // At S = 100 (100 Mb/s) rather than the built-in's S = 10: tests share the machine.
+        .args(["--set", "scenario.scale=100"])
         .args(["--set", "scenario.netns.duration=3s"])
         .arg("--out")
         .arg(&dir)
