@@ -146,7 +146,7 @@ struct Common {
     twin: bool,
     /// Seeds of the twin: the run's, then the following ones; each flow's share is judged
     /// against the simulator's spread over them (1: the run's seed alone).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
     twin_seeds: u32,
     /// Netns runs: `--sched` of every switch daemon's dataplane thread (`fifo:PRIO`
     /// real-time, or `other`; default: the daemon's own, time-shared).

@@ -106,6 +106,17 @@ fn a_cpu_starved_run_is_not_faithful() {
     .unwrap();
     assert_eq!(sim["mode"], "sim");
     assert_eq!(sim["seed"], s["seed"]);
+    // The shares' spread came from the default ten seeds, the run's and the nine following,
+    // each in its own directory (run in parallel where the CPUs allow; here, on one).
+    assert_eq!(twin["sim_seeds"], 10, "{text}");
+    let seed = s["seed"].as_u64().unwrap();
+    for k in 1..10 {
+        let other = dir.join("twin-sim").join(format!("seed-{}", seed + k));
+        let o: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(other.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(o["seed"], seed + k);
+    }
     // The netns schedule ran × 4 (6 s for 1.5 s) where its loop ran × 10: the twin simulated
     // that schedule, the scenario's compressed × 0.4 (0.6 s), and says so.
     assert!(

@@ -35,6 +35,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use crate::analysis::summary::Summary;
 use crate::analysis::RunData;
 use crate::report::{self, ReportOptions, RunReport};
 use crate::scenario::Scenario;
@@ -127,7 +128,7 @@ impl RunOptions {
             quiet: false,
             no_plots: false,
             twin: false,
-            twin_seeds: 5,
+            twin_seeds: 10,
             switch_sched: None,
             hosts_sched: None,
             pin: true,
@@ -269,9 +270,9 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> anyhow::Result<RunOutco
 /// What the simulator twin of a netns run gave.
 struct TwinRuns {
     /// The summary on the run's seed.
-    sim: crate::analysis::summary::Summary,
+    sim: Summary,
     /// The summaries on the following seeds.
-    others: Vec<crate::analysis::summary::Summary>,
+    others: Vec<Summary>,
     /// `twin-sim/` of the run's directory.
     dir: String,
     /// How the twin's schedule differs from the scenario as written, if it does.
@@ -316,16 +317,26 @@ fn run_twin(
     o.mode = Mode::Sim;
     o.capture = capture::Capture::Off;
     let seed = opts.seed.unwrap_or(sc.topo.seed);
-    let mut summaries = Vec::new();
-    for k in 0..u64::from(opts.twin_seeds.max(1)) {
+    // The seeds are independent single-threaded runs: they share the machine's cores (the netns
+    // run is over by now), each writing its own directory, and come back in seed order.
+    let n = usize::try_from(opts.twin_seeds.max(1)).unwrap_or(1);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |c| c.get())
+        .min(n);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<(usize, anyhow::Result<Summary>)>> =
+        std::sync::Mutex::new(Vec::with_capacity(n));
+    let one = |k: usize| -> anyhow::Result<Summary> {
+        let s = seed.wrapping_add(k as u64);
         let d = if k == 0 {
             twin_dir.clone()
         } else {
-            twin_dir.join(format!("seed-{}", seed.wrapping_add(k)))
+            twin_dir.join(format!("seed-{s}"))
         };
         std::fs::create_dir_all(&d)
             .with_context(|| format!("results directory {}", d.display()))?;
-        o.seed = Some(seed.wrapping_add(k));
+        let mut o = o.clone();
+        o.seed = Some(s);
         let mut sim = runner::run(sc, &o, &d)?;
         sim.meta.variant = label.clone();
         let r = ReportOptions {
@@ -334,7 +345,32 @@ fn run_twin(
         };
         let rep = report::write_run(&d, &sim, &r)
             .with_context(|| format!("writing results into {}", d.display()))?;
-        summaries.push(rep.summary);
+        Ok(rep.summary)
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if k >= n || crate::signals::requested() {
+                    return;
+                }
+                let r = one(k);
+                if let Ok(mut d) = done.lock() {
+                    d.push((k, r));
+                }
+            });
+        }
+    });
+    let mut done = done
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a twin run panicked"))?;
+    if done.len() < n {
+        anyhow::bail!("the twin was interrupted ({} of {n} seeds run)", done.len());
+    }
+    done.sort_by_key(|(k, _)| *k);
+    let mut summaries = Vec::with_capacity(n);
+    for (k, r) in done {
+        summaries.push(r.with_context(|| format!("twin seed {}", seed.wrapping_add(k as u64)))?);
     }
     let sim = summaries.remove(0);
     Ok(TwinRuns {
