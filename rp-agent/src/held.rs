@@ -55,21 +55,14 @@ impl HeldFrames {
         self.queue.is_empty()
     }
 
-    /// Drops the frames whose tag `gone` accepts (a producer that stopped: the frames it was
-    /// blocked on are never written, as a blocked `write(2)` that is interrupted sends
-    /// nothing); returns how many.
-    pub fn discard(&mut self, gone: impl Fn(u64) -> bool) -> usize {
-        let before = self.queue.len();
-        let mut kept = VecDeque::with_capacity(before);
-        for (tag, start, buf) in self.queue.drain(..) {
-            if gone(tag) {
-                self.spare.push(buf);
-            } else {
-                kept.push_back((tag, start, buf));
-            }
-        }
-        self.queue = kept;
-        before - self.queue.len()
+    /// Drops every held frame (their producer stopped: the frames it was blocked on are never
+    /// written, as a blocked `write(2)` that is interrupted sends nothing); returns how many.
+    /// Their buffers are kept for reuse.
+    pub fn clear(&mut self) -> usize {
+        let n = self.queue.len();
+        self.spare
+            .extend(self.queue.drain(..).map(|(_, _, buf)| buf));
+        n
     }
 
     /// True when the producer may produce new frames: nothing is held and the agent has room.
@@ -241,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn the_frames_of_a_stopped_producer_are_discarded_in_order() {
+    fn the_frames_of_a_stopped_producer_are_dropped_and_their_buffers_kept() {
         let mut agent = small_agent();
         let now = Instant::from_nanos(1_000);
         let mut held = HeldFrames::new();
@@ -253,20 +246,22 @@ mod tests {
             let r = held.offer(&mut agent, now, tag, &frame(4000, tag as u8));
             assert_eq!(r, Offered::Held);
         }
-        assert_eq!(held.discard(|t| t == 3), 2);
-        assert_eq!(held.len(), 2);
-        assert_eq!(held.discard(|_| false), 0);
-        let mut sent = 0;
-        agent.poll_uplink(now, &mut |_| {
-            sent += 1;
-            true
-        });
+        assert_eq!(held.clear(), 4);
+        assert!(held.is_empty());
+        assert_eq!(held.clear(), 0);
+        // The agent still has room for nothing new; the dropped frames never reach it, and
+        // the next frame held reuses one of their buffers.
+        let spare = held.spare.len();
+        assert_eq!(spare, 4);
+        assert_eq!(
+            held.offer(&mut agent, now, 6, &frame(4000, 6)),
+            Offered::Held
+        );
+        assert_eq!(held.spare.len(), spare - 1);
         let mut left = Vec::new();
+        agent.poll_uplink(now, &mut |_| true);
         held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
-        // One frame left: room for one more of 4000 octets (the limit is 10 000).
-        assert_eq!(left, vec![(4, 4000, Ok(()))]);
-        assert_eq!(held.len(), 1);
-        assert_eq!(held.discard(|t| t == 5), 1);
+        assert_eq!(left, vec![(6, 4000, Ok(()))]);
     }
 
     #[test]

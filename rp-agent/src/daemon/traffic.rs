@@ -421,7 +421,7 @@ impl GenHost {
         }
         mb.phase = Phase::Draining { until: now + DRAIN };
         for h in self.held.iter_mut().skip(mb.first).take(mb.count) {
-            h.discard(|_| true);
+            h.clear();
         }
         if self.members.iter().all(|mb| mb.phase != Phase::Running) {
             self.phase = Phase::Draining { until: now + DRAIN };
