@@ -332,7 +332,7 @@ impl Bridge {
                     up: true,
                     mac,
                     default_priority: pc.default_priority.unwrap_or(cfg.default_priority),
-                    shaper: Shaper::new(pc.rate, &cfg.shaper),
+                    shaper: Shaper::new(pc.rate, &cfg.shaper.for_port(pc)),
                     delay: DelayLine::new(pc.delay, cfg.buffers.delay_line.get()),
                     selector: PrioritySelector::new(&cfg.scheduler, max_frame),
                     pause_gen: PauseGen::new(

@@ -140,6 +140,13 @@ pub struct PortConfig {
     /// Default false.
     #[serde(default)]
     pub stamp_departures: bool,
+    /// This port's line catch-up, in place of the bridge's `shaper.catch_up`: how far its
+    /// shaper back-dates a late poll. A port that stamps departures for a switch placing
+    /// frames by them wants no more than that switch's lookahead (its ingress delay): a frame
+    /// back-dated further is placed on arrival, with the whole burst of the late poll.
+    /// Default: the bridge's.
+    #[serde(default)]
+    pub catch_up: Option<Duration>,
 }
 
 impl PortConfig {
@@ -156,6 +163,7 @@ impl PortConfig {
             cnd_defense: CndDefense::InteriorReady,
             alternate_priority: None,
             stamp_departures: false,
+            catch_up: None,
         }
     }
     /// Builder: emulated line rate.
@@ -358,6 +366,17 @@ pub struct ShaperConfig {
     pub catch_up: Duration,
 }
 
+impl ShaperConfig {
+    /// The line emulation of port `port`: the bridge's, with the port's own catch-up if it
+    /// gives one.
+    pub fn for_port(&self, port: &PortConfig) -> ShaperConfig {
+        ShaperConfig {
+            catch_up: port.catch_up.unwrap_or(self.catch_up),
+            ..self.clone()
+        }
+    }
+}
+
 impl Default for ShaperConfig {
     fn default() -> Self {
         ShaperConfig {
@@ -411,6 +430,7 @@ impl Scale for PortConfig {
         PortConfig {
             rate: self.rate.scale(s),
             delay: self.delay.scale(s),
+            catch_up: self.catch_up.scale(s),
             ..self.clone()
         }
     }

@@ -307,3 +307,54 @@ fn a_stamping_port_writes_its_lines_start_instants() {
     );
     assert_eq!(stamps(3), [Some(7), Some(7), Some(7)]);
 }
+
+/// A port's own `catch_up` replaces the bridge's for that port alone: polled 100 µs late,
+/// three generated frames that arrived at t0 start on a port with a 30 µs catch-up at
+/// t0 + 70 µs (now − 30 µs) and 12 192 ns apart, while on a port with the bridge's 1 ms they
+/// start at t0, as on a line that was never late. A stamping port towards a switch with a
+/// 30 µs lookahead thereby never writes a departure that switch cannot place.
+#[test]
+fn a_ports_own_catch_up_bounds_how_far_its_late_poll_back_dates() {
+    use cnm_proto::wire::generated;
+    let gbps = Rate::from_gbps(1);
+    let stamping = |p: PortConfig, catch_up: Option<Duration>| PortConfig {
+        stamp_departures: true,
+        catch_up,
+        ..p
+    };
+    let cfg = BridgeConfig::with_ports(vec![
+        PortConfig::new("p0"),
+        stamping(
+            PortConfig::new("p1").with_rate(gbps),
+            Some(Duration::from_micros(30)),
+        ),
+        stamping(PortConfig::new("p2").with_rate(gbps), None),
+    ]);
+    let mut h = Harness::new(cfg);
+    for p in 1..=2 {
+        h.learn(p, u16::from(p));
+    }
+    h.run_until(h.now + Duration::from_millis(1));
+    h.clear();
+    let t0 = h.now;
+    for dst in 1..=2 {
+        for _ in 0..3 {
+            h.rx(0, &generated_frame(dst, 1500, 7));
+        }
+    }
+    h.advance(Duration::from_micros(100));
+    h.run_until(h.now + Duration::from_millis(1));
+    let stamps = |port: u16| -> Vec<Option<u64>> {
+        h.data_out(port)
+            .iter()
+            .map(|s| generated::departure(&s.bytes).map(|t| t.as_nanos()))
+            .collect()
+    };
+    let t = t0.as_nanos();
+    let late = t + 70_000;
+    assert_eq!(
+        stamps(1),
+        [Some(late), Some(late + 12_192), Some(late + 24_384)]
+    );
+    assert_eq!(stamps(2), [Some(t), Some(t + 12_192), Some(t + 24_384)]);
+}

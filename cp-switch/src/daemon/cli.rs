@@ -34,6 +34,7 @@
 //! ingress_delay = "25us"       # the link's delay from it, emulated by the ingress stage
 //! departure_stamps = true      # place generated frames by their sender's departure stamp
 //! stamp_departures = false     # write the departure instant into generated frames sent here
+//! catch_up = "1ms"             # this port's line catch-up (default: the bridge's shaper's)
 //!
 //! [[port]]
 //! name = "sw-p2"
@@ -124,6 +125,10 @@ pub struct PortSpec {
     /// that places frames by their stamps. Default false.
     #[serde(default)]
     pub stamp_departures: Option<bool>,
+    /// This port's line catch-up in place of the bridge's (`[bridge.shaper] catch_up`;
+    /// `cp_switch::config::PortConfig::catch_up`).
+    #[serde(default)]
+    pub catch_up: Option<Duration>,
 }
 
 impl PortSpec {
@@ -141,7 +146,7 @@ impl std::str::FromStr for PortSpec {
         let name = parts.next().unwrap_or("").trim().to_string();
         if name.is_empty() || name.len() > 15 || name.contains('=') {
             return Err(format!(
-                "port: {s:?}: expected IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on] with an interface name of 1-15 characters"
+                "port: {s:?}: expected IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on][,catch-up=D] with an interface name of 1-15 characters"
             ));
         }
         let mut spec = PortSpec {
@@ -153,6 +158,7 @@ impl std::str::FromStr for PortSpec {
             ingress_delay: None,
             departure_stamps: None,
             stamp_departures: None,
+            catch_up: None,
         };
         for kv in parts {
             let (k, v) = kv
@@ -192,6 +198,12 @@ impl std::str::FromStr for PortSpec {
                             .ok_or_else(|| format!("port {}: alt: {v:?} is not a priority 0-7", spec.name))?,
                     )
                 }
+                "catch-up" => {
+                    spec.catch_up = Some(
+                        v.parse()
+                            .map_err(|e| format!("port {}: catch-up: {e}", spec.name))?,
+                    )
+                }
                 "in-delay" => {
                     spec.ingress_delay = Some(
                         v.parse()
@@ -219,7 +231,7 @@ impl std::str::FromStr for PortSpec {
                 other => {
                     return Err(format!(
                         "port {}: unknown option {other:?} (expected rate, delay, in-delay, \
-                         stamps, out-stamps, cnd or alt)",
+                         stamps, out-stamps, catch-up, cnd or alt)",
                         spec.name
                     ))
                 }
@@ -260,10 +272,11 @@ pub struct RunArgs {
     /// 25us, towards the neighbour), `,in-delay=D` (from it, in the ingress stage) and
     /// `,stamps=on` (place generated frames by their departure stamps; needs `in-delay`) and
     /// `,out-stamps=on` (write the departure instant into generated frames sent, for a next
-    /// switch that places by stamps). Repeat for every port.
+    /// switch that places by stamps) and `,catch-up=D` (the port's line catch-up). Repeat for
+    /// every port.
     #[arg(
         long = "port",
-        value_name = "IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on][,cnd=MODE][,alt=P]"
+        value_name = "IF[,rate=R][,delay=D][,in-delay=D][,stamps=on][,out-stamps=on][,catch-up=D][,cnd=MODE][,alt=P]"
     )]
     #[serde(default, rename = "port")]
     pub ports: Vec<PortSpec>,
@@ -510,8 +523,11 @@ mod tests {
         assert_eq!(p.stamp_departures, None);
         assert!(p.needs_stage());
         // Writing stamps on the way out is the egress's business: no stage needed.
-        let p: PortSpec = "sw1,out-stamps=on".parse().unwrap();
+        let p: PortSpec = "sw1,out-stamps=on,catch-up=1ms".parse().unwrap();
         assert_eq!(p.stamp_departures, Some(true));
+        assert_eq!(p.catch_up, Some(Duration::from_millis(1)));
+        let e = "sw1,catch-up=soon".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("catch-up"), "{e}");
         assert!(!p.needs_stage());
         let e = "sw1,out-stamps=maybe".parse::<PortSpec>().unwrap_err();
         assert!(e.contains("out-stamps"), "{e}");

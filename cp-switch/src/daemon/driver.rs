@@ -96,6 +96,7 @@ pub fn bridge_config(args: &RunArgs) -> Result<BridgeConfig, DaemonError> {
                 pc.cnd_defense = p.cnd_defense.unwrap_or_default();
                 pc.alternate_priority = p.alternate_priority;
                 pc.stamp_departures = p.stamp_departures.unwrap_or(false);
+                pc.catch_up = p.catch_up;
                 pc
             })
             .collect();

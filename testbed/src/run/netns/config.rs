@@ -11,7 +11,8 @@
 //!   feedback loop must see the simulator's round trip), ports between switches one direction
 //!   each. Between two switches that both place frames by their departure stamps, each
 //!   direction's delay sits in the receiving port's ingress stage instead (`ingress_delay`,
-//!   `departure_stamps`) and the sending port writes its shaper's departure into each
+//!   `departure_stamps`), the sending port's catch-up stops at that lookahead (`catch_up`,
+//!   see [`veth_agent_catch_up`]) and the sending port writes its shaper's departure into each
 //!   generated frame (`stamp_departures`). With departure stamps (the default,
 //!   `[switch.NAME] departure_stamps`) a host port
 //!   carries those 2 × delay × S in its ingress stage (`ingress_delay`), none on its egress:
@@ -24,7 +25,8 @@
 //! * [`agent_config`]: the `rp-agent --config` text of a host: its agent settings with every
 //!   rate ÷ S and every time × S (`AgentSpec`'s `Scale`), the uplink's rate ÷ S and the host's
 //!   MAC unless the scenario gives them, and the veth pacing defaults (no wire overhead; the
-//!   agent's own catch-up × S, at most 5 ms: [`veth_agent_catch_up`]).
+//!   agent's own catch-up × S, at most 5 ms and at most the lookahead its switch port gives
+//!   the host's departure stamps: [`veth_agent_catch_up`]).
 //! * [`agent_config_at`]: the same for a generator starting later, with the patch of every
 //!   earlier host event applied and the uplink-rate changes folded in.
 
@@ -67,7 +69,8 @@ const VETH_CATCH_UP: Duration = Duration::from_millis(5);
 
 /// An agent's catch-up on veth where the scenario gives none: the agent's own default
 /// (`AgentConfig::default().catch_up`, 200 µs) × S like every loop time, at most
-/// [`VETH_CATCH_UP`].
+/// [`VETH_CATCH_UP`], and at most `lookahead`, what the host's switch port can place of a
+/// back-dated frame ([`stamp_lookahead`]).
 ///
 /// Catch-up bounds the burst a pacer woken late may send: `catch_up × rate` octets. × S keeps
 /// that burst what the agent allows on the emulated network itself (200 µs × 10 Gb/s =
@@ -77,10 +80,40 @@ const VETH_CATCH_UP: Duration = Duration::from_millis(5);
 /// alternating pairs, bottleneck utilization 0.944 / 0.917 / 0.936 with 2 ms against
 /// 0.931 / 0.860 / 0.782 with 5 ms; over all runs, a median of 0.936 (9 runs) against 0.896
 /// (6); 200 µs left the generators 5–8 % short. The cap keeps large S (20 ms at S = 100) at the
-/// lab's descheduling allowance, so runs at S ≥ 25 are unchanged.
-fn veth_agent_catch_up(loop_mul: f64) -> Duration {
-    crate::scenario::scale_dur(rp_agent::AgentConfig::default().catch_up, loop_mul)
-        .min(VETH_CATCH_UP)
+/// lab's descheduling allowance.
+///
+/// Since the hosts stamp their frames' departures, the switch places a frame where the
+/// emulated link would have delivered it only if it arrives within its port's lookahead of
+/// that departure; a frame back-dated further is placed on arrival, together with every
+/// other one the late poll released. One hosts process serves every host, so one stall
+/// back-dates every flow at once: at S = 10 on the dumbbell (2 ms catch-up, 250 µs
+/// lookahead) a stall released about 2 ms of every flow's sending within 0.3 ms, the
+/// bottleneck queue went from 36 kB to the full 150 kB with 40 drops, the CNMs sampled in it
+/// carried QntzFb 38-63 and cut two flows from 216 Mb/s to 37-55 Mb/s, where standard QCN's
+/// additive increase left them for the rest of the window (Jain 0.80; in another run the
+/// bottleneck fell to 87 % utilization). A physical host never stalls: the burst is the
+/// emulation's, so the catch-up stops at the lookahead, and a longer stall costs the flows
+/// their sending time (a dip the fidelity check sees in the utilization) instead of a burst
+/// the switch cannot place.
+fn veth_agent_catch_up(loop_mul: f64, lookahead: Option<Duration>) -> Duration {
+    let c = crate::scenario::scale_dur(rp_agent::AgentConfig::default().catch_up, loop_mul)
+        .min(VETH_CATCH_UP);
+    lookahead.map_or(c, |l| c.min(l))
+}
+
+/// The lookahead the switch port at the far end of `host`'s uplink gives the host's departure
+/// stamps (its ingress stage holds both directions' delay, 2 × delay × S: see the module
+/// docs), or `None` when that switch places the host's frames by their receive times.
+fn stamp_lookahead(sc: &Scenario, host: &str, k: Scaling) -> Option<Duration> {
+    let graph = sc.topo.graph();
+    let li = graph.uplink(host)?;
+    let l = graph.links.get(li)?;
+    let peer = if l.a.node == host { &l.b } else { &l.a };
+    let sw = sc.topo.switch.get(&peer.node);
+    let stamps = sw.map_or(true, |x| x.ingress_stage && x.departure_stamps);
+    let delay = sc.topo.link.get(li)?.delay;
+    (graph.is_switch(&peer.node) && stamps && delay > Duration::ZERO)
+        .then(|| crate::scenario::scale_dur(delay, k.loop_mul * 2.0))
 }
 
 /// The switches' line emulation on veth (see [`VETH_CATCH_UP`]).
@@ -158,7 +191,10 @@ fn agent_text(
     let mut cfg = spec.scale(k.loop_mul).config_in(AgentGiven {
         line_rate: Some(line_rate.scale(k.loop_mul)),
         mac: sc.topo.host_macs().get(host).copied(),
-        catch_up: Some(veth_agent_catch_up(k.loop_mul)),
+        catch_up: Some(veth_agent_catch_up(
+            k.loop_mul,
+            stamp_lookahead(sc, host, k),
+        )),
         wire_overhead: Some(false),
     });
     // The lab's hosts stamp their generated frames; a switch that trusts the stamps places
@@ -265,6 +301,9 @@ pub fn switch_config(
                     p.insert("ingress_delay".into(), s(d));
                     p.insert("departure_stamps".into(), toml::Value::Boolean(true));
                     p.insert("stamp_departures".into(), toml::Value::Boolean(true));
+                    // This port's late polls back-date its stamps no further than the peer's
+                    // stage can place them (`veth_agent_catch_up` has the reason).
+                    p.insert("catch_up".into(), s(d.min(VETH_CATCH_UP)));
                     least_ingress = Some(least_ingress.map_or(d, |x| x.min(d)));
                 } else {
                     p.insert("delay".into(), s(d));
@@ -423,8 +462,10 @@ mod tests {
             // Since the reference was frozen: the lab's hosts stamp their generated frames.
             t.insert("departure_stamps".into(), toml::Value::Boolean(true));
             if !given_catch_up {
-                // Since the reference was frozen: the agents' catch-up follows S.
-                t.insert("catch_up".into(), s(veth_agent_catch_up(k.loop_mul)));
+                // Since the reference was frozen: the agents' catch-up follows S, up to the
+                // lookahead of the host's switch port.
+                let c = veth_agent_catch_up(k.loop_mul, stamp_lookahead(sc, host, k));
+                t.insert("catch_up".into(), s(c));
             }
             toml::to_string(&t).unwrap()
         }
@@ -602,10 +643,43 @@ mod tests {
     #[test]
     fn the_agents_catch_up_follows_the_scale_up_to_the_labs_allowance() {
         // 200 µs (the agent's default) × S, at most 5 ms.
-        assert_eq!(veth_agent_catch_up(1.0), Duration::from_micros(200));
-        assert_eq!(veth_agent_catch_up(10.0), Duration::from_millis(2));
-        assert_eq!(veth_agent_catch_up(25.0), Duration::from_millis(5));
-        assert_eq!(veth_agent_catch_up(100.0), Duration::from_millis(5));
+        assert_eq!(veth_agent_catch_up(1.0, None), Duration::from_micros(200));
+        assert_eq!(veth_agent_catch_up(10.0, None), Duration::from_millis(2));
+        assert_eq!(veth_agent_catch_up(25.0, None), Duration::from_millis(5));
+        assert_eq!(veth_agent_catch_up(100.0, None), Duration::from_millis(5));
+        // No further than the switch port can place a back-dated frame.
+        let ms = Duration::from_millis;
+        assert_eq!(veth_agent_catch_up(10.0, Some(ms(3))), ms(2));
+        assert_eq!(
+            veth_agent_catch_up(10.0, Some(Duration::from_micros(250))),
+            Duration::from_micros(250)
+        );
+    }
+
+    /// The `catch_up` of host `host`'s agent in the built-in `scenario` at its netns scale,
+    /// with `sets` applied.
+    fn agent_catch_up(scenario: &str, host: &str, sets: &[String]) -> String {
+        let sc = crate::scenario::load(scenario, sets).unwrap();
+        let k = Scaling::netns(&sc);
+        let text = agent_config(&sc, host, Rate::from_gbps(1), k).unwrap();
+        let t: toml::Table = toml::from_str(&text).unwrap();
+        t["catch_up"].as_str().unwrap().to_string()
+    }
+
+    /// A back-dated frame is placed on its link's time only within its switch port's
+    /// lookahead (2 × delay × S), so the catch-up stops there: 250 µs on the dumbbell at
+    /// S = 10 (12.5 µs links; 2 ms before), 2 ms on the parking lot at S = 100 (10 µs links;
+    /// 5 ms before); a switch placing frames by their receive times leaves the scaled
+    /// default.
+    #[test]
+    fn the_agents_catch_up_stops_at_what_the_switch_can_place() {
+        assert_eq!(agent_catch_up("dumbbell", "h0", &[]), "250us");
+        assert_eq!(agent_catch_up("parking-lot", "h5", &[]), "2ms");
+        let off = ["switch.sw0.departure_stamps=false".to_string()];
+        assert_eq!(agent_catch_up("dumbbell", "h0", &off), "2ms");
+        // A catch-up the scenario gives is its own (× S).
+        let given = ["host.h0.agent.catch_up=\"100us\"".to_string()];
+        assert_eq!(agent_catch_up("dumbbell", "h0", &given), "1ms");
     }
 
     #[test]
@@ -754,6 +828,8 @@ mod tests {
             assert_eq!(p["ingress_delay"].as_str(), Some("10us"), "{p:?}");
             assert_eq!(p["departure_stamps"].as_bool(), Some(true), "{p:?}");
             assert_eq!(p["stamp_departures"].as_bool(), Some(true), "{p:?}");
+            // Its stamps back-dated no further than the peer's lookahead.
+            assert_eq!(p["catch_up"].as_str(), Some("10us"), "{p:?}");
         }
         for off in [
             "switch.sw0.departure_stamps=false",
