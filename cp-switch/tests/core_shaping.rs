@@ -249,6 +249,32 @@ fn generated_frame(dst: u8, len: usize, stamp: u64) -> Vec<u8> {
     f
 }
 
+/// The departure stamps of the frames that left port `port`, in order (`None`: no stamp).
+fn departures(h: &Harness, port: u16) -> Vec<Option<u64>> {
+    use cnm_proto::wire::generated;
+    h.data_out(port)
+        .iter()
+        .map(|s| generated::departure(&s.bytes).map(|t| t.as_nanos()))
+        .collect()
+}
+
+/// Learns ports `1..=ports` (`mac(p)` behind port `p`), settles, then hands port 0 three
+/// 1500-octet generated frames (stamp 7) for each of them at once and returns that instant.
+fn three_generated_to_each(h: &mut Harness, ports: u8) -> Instant {
+    for p in 1..=ports {
+        h.learn(p, u16::from(p));
+    }
+    h.run_until(h.now + Duration::from_millis(1));
+    h.clear();
+    let t0 = h.now;
+    for dst in 1..=ports {
+        for _ in 0..3 {
+            h.rx(0, &generated_frame(dst, 1500, 7));
+        }
+    }
+    t0
+}
+
 /// A port with `stamp_departures` writes into each generated frame the instant its shaper
 /// starts it (after the port's delay), not the instant it was polled: three 1500-octet frames
 /// at 1 Gb/s (1524 octets on the line with FCS, preamble and gap: 12 192 ns each) that
@@ -257,7 +283,6 @@ fn generated_frame(dst: u8, len: usize, stamp: u64) -> Vec<u8> {
 /// they came, and so do generated frames on a port without the setting (the sender's stamp).
 #[test]
 fn a_stamping_port_writes_its_lines_start_instants() {
-    use cnm_proto::wire::generated;
     let gbps = Rate::from_gbps(1);
     let stamping = |p: PortConfig| PortConfig {
         stamp_departures: true,
@@ -274,27 +299,12 @@ fn a_stamping_port_writes_its_lines_start_instants() {
         PortConfig::new("p3").with_rate(gbps),
     ]);
     let mut h = Harness::new(cfg);
-    for p in 1..=3 {
-        h.learn(p, u16::from(p));
-    }
-    h.run_until(h.now + Duration::from_millis(1));
-    h.clear();
-    let t0 = h.now;
+    let t0 = three_generated_to_each(&mut h, 3);
     let plain = frame(mac(1), mac(0), None, 1500);
-    for dst in 1..=3 {
-        for _ in 0..3 {
-            h.rx(0, &generated_frame(dst, 1500, 7));
-        }
-    }
     h.rx(0, &plain);
     h.advance(Duration::from_micros(100));
     h.run_until(h.now + Duration::from_millis(1));
-    let stamps = |port: u16| -> Vec<Option<u64>> {
-        h.data_out(port)
-            .iter()
-            .map(|s| generated::departure(&s.bytes).map(|t| t.as_nanos()))
-            .collect()
-    };
+    let stamps = |port: u16| departures(&h, port);
     let t = t0.as_nanos();
     assert_eq!(
         stamps(1),
@@ -315,7 +325,6 @@ fn a_stamping_port_writes_its_lines_start_instants() {
 /// 30 µs lookahead thereby never writes a departure that switch cannot place.
 #[test]
 fn a_ports_own_catch_up_bounds_how_far_its_late_poll_back_dates() {
-    use cnm_proto::wire::generated;
     let gbps = Rate::from_gbps(1);
     let stamping = |p: PortConfig, catch_up: Option<Duration>| PortConfig {
         stamp_departures: true,
@@ -331,25 +340,10 @@ fn a_ports_own_catch_up_bounds_how_far_its_late_poll_back_dates() {
         stamping(PortConfig::new("p2").with_rate(gbps), None),
     ]);
     let mut h = Harness::new(cfg);
-    for p in 1..=2 {
-        h.learn(p, u16::from(p));
-    }
-    h.run_until(h.now + Duration::from_millis(1));
-    h.clear();
-    let t0 = h.now;
-    for dst in 1..=2 {
-        for _ in 0..3 {
-            h.rx(0, &generated_frame(dst, 1500, 7));
-        }
-    }
+    let t0 = three_generated_to_each(&mut h, 2);
     h.advance(Duration::from_micros(100));
     h.run_until(h.now + Duration::from_millis(1));
-    let stamps = |port: u16| -> Vec<Option<u64>> {
-        h.data_out(port)
-            .iter()
-            .map(|s| generated::departure(&s.bytes).map(|t| t.as_nanos()))
-            .collect()
-    };
+    let stamps = |port: u16| departures(&h, port);
     let t = t0.as_nanos();
     let late = t + 70_000;
     assert_eq!(
