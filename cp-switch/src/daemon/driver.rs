@@ -202,6 +202,45 @@ struct PortSlot<P> {
     ingress: IngressMeter,
     /// The ingress link-rate stage (`None`: turned off).
     stage: Option<LinkStage>,
+    /// How long the port's transmit ring refused frames ([`TxBlocked`]).
+    tx_blocked: TxBlocked,
+}
+
+/// Spells of a full transmit ring: from the first frame a port refuses (`Ok(false)`: the kernel
+/// has not yet released the ring's slots) to the next it takes. Meanwhile the bridge keeps the
+/// frame at the head of its queue, so the emulated line stands still while arrivals go on:
+/// the output queue grows by the arrival rate and the congestion point samples it, although
+/// the shaper back-dates the frames once the ring has room (up to its catch-up). A spell of a
+/// millisecond at a 1 Gb/s bottleneck fed at its rate is 125 kB of queue the emulated link
+/// never had, so the report gives the spells' number, total and longest.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+struct TxBlocked {
+    /// Spells ended.
+    spells: u64,
+    /// Their total length (ns).
+    total_ns: u64,
+    /// The longest (ns).
+    max_ns: u64,
+    /// Start of the spell going on, if any.
+    #[serde(skip)]
+    since: Option<Instant>,
+}
+
+impl TxBlocked {
+    /// The port refused a frame at `now`.
+    fn refused(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+    }
+
+    /// The port took a frame at `now`: the spell going on, if any, ends.
+    fn took(&mut self, now: Instant) {
+        if let Some(since) = self.since.take() {
+            let d = now.saturating_since(since).as_nanos();
+            self.spells += 1;
+            self.total_ns = self.total_ns.saturating_add(d);
+            self.max_ns = self.max_ns.max(d);
+        }
+    }
 }
 
 /// How often the reopening thread tries a down port again.
@@ -459,6 +498,7 @@ impl<P: Port + Send + 'static, C: Clock> Dataplane<P, C> {
                     io_closed: PortStats::default(),
                     ingress: IngressMeter::new(rates.get(i).copied().flatten(), Overheads::FRAME),
                     stage: None,
+                    tx_blocked: TxBlocked::default(),
                 }
             })
             .collect();
@@ -842,8 +882,12 @@ fn transmit<P: Port>(
             return false;
         };
         match port.send(frame) {
-            Ok(true) => true,
+            Ok(true) => {
+                slot.tx_blocked.took(now);
+                true
+            }
             Ok(false) => {
+                slot.tx_blocked.refused(now);
                 busy = true;
                 false
             }
@@ -903,6 +947,8 @@ fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
                 .as_ref()
                 .and_then(|st| serde_json::to_value(st.stats()).ok())
                 .unwrap_or(Value::Null);
+            // Spells of a full transmit ring, during which the emulated line stood still.
+            p["io"]["tx_blocked"] = serde_json::to_value(slot.tx_blocked).unwrap_or(Value::Null);
         }
     }
     v
@@ -972,6 +1018,27 @@ mod loop_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A spell runs from the first refusal to the next frame taken; refusals within it do
+    /// not restart it, and a frame taken outside a spell ends none.
+    #[test]
+    fn transmit_ring_spells_are_timed_from_the_first_refusal_to_the_next_frame_taken() {
+        let t = |us: u64| Instant::from_nanos(us * 1_000);
+        let mut b = TxBlocked::default();
+        b.took(t(1));
+        b.refused(t(10));
+        b.refused(t(40));
+        b.took(t(310));
+        b.took(t(320));
+        b.refused(t(400));
+        b.took(t(450));
+        assert_eq!((b.spells, b.total_ns, b.max_ns), (2, 350_000, 300_000));
+        let v = serde_json::to_value(b).unwrap();
+        assert_eq!(
+            v,
+            json!({"spells": 2, "total_ns": 350_000, "max_ns": 300_000})
+        );
+    }
     use cnm_proto::Bytes;
     use cp_switch::Placement;
 
