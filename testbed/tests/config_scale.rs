@@ -125,6 +125,7 @@ fn full_bridge() -> BridgeConfig {
     port.mac = Some(mac(0x10));
     port.cnd_defense = CndDefense::Edge;
     port.alternate_priority = Some(1);
+    port.catch_up = Some(Duration::from_micros(300));
     BridgeConfig {
         ports: vec![port],
         default_priority: 1,
@@ -216,9 +217,9 @@ fn full_agent() -> AgentConfig {
 #[test]
 fn every_rate_and_time_of_the_bridge_configuration_is_scaled() {
     let seen = check("bridge", &full_bridge());
-    // ports[0].rate, lossless.nominal_rate, cp.er_min_rate; ports[0].delay, fdb.ageing,
-    // lossless.watchdog, shaper.catch_up, cp.er_interval.
-    assert_eq!((seen.rates, seen.times), (3, 5), "{seen:?}");
+    // ports[0].rate, lossless.nominal_rate, cp.er_min_rate; ports[0].delay,
+    // ports[0].catch_up, fdb.ageing, lossless.watchdog, shaper.catch_up, cp.er_interval.
+    assert_eq!((seen.rates, seen.times), (3, 6), "{seen:?}");
     let seen = check("cp", &full_cp());
     assert_eq!((seen.rates, seen.times), (1, 1), "{seen:?}");
 }
@@ -246,8 +247,8 @@ fn every_rate_and_time_of_the_scenario_settings_is_scaled() {
         },
     };
     let seen = check("bridge_spec", &bridge);
-    // The bridge configuration's 3 and 5, and line.catch_up.
-    assert_eq!((seen.rates, seen.times), (3, 6), "{seen:?}");
+    // The bridge configuration's 3 and 6, and line.catch_up.
+    assert_eq!((seen.rates, seen.times), (3, 7), "{seen:?}");
     let agent = AgentSpec {
         config: full_agent(),
         given: AgentGiven {
