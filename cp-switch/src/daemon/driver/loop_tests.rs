@@ -584,3 +584,33 @@ fn sigterm_stops_the_loop() {
     signal_hook::low_level::raise(signal_hook::consts::SIGTERM).unwrap();
     lab.stop();
 }
+
+/// A full transmit ring does not hold the emulated line: the frames the bridge sends while
+/// the far end does not read wait in the port's FIFO, in order, the bridge's own count and
+/// queue moving on as if they had left; they reach the far end once it reads, and the spell
+/// of the full ring is timed.
+#[test]
+fn frames_a_full_ring_refuses_wait_in_order_outside_the_bridges_queue() {
+    let mut lab = Lab::start(&["p1", "p2"], WarpClock::stopped(T0));
+    // The pipes hold 256 frames each way: 300 towards h1, which does not read yet.
+    let tag = |i: usize| (i % 251) as u8;
+    for (from, to) in [(0, 200), (200, 300)] {
+        for i in from..to {
+            assert!(lab.host(0).send(&frame(2, 1, 100, tag(i))).unwrap());
+        }
+        lab.until_port(0, |p| p["rx_frames"] == to);
+    }
+    let p2 = lab.until_port(1, |p| p["io"]["tx_deferred"] == 44);
+    // The bridge sent all 300; the ring took 256 and the FIFO holds the rest.
+    assert_eq!(p2["tx_frames"], 300, "{p2}");
+    assert_eq!(p2["io"]["tx_frames"], 256, "{p2}");
+    assert_eq!(p2["io"]["tx_deferred_max_bytes"], 4400, "{p2}");
+    for i in 0..300 {
+        let f = recv_one(lab.host(1));
+        assert_eq!(f[14], tag(i), "frame {i}");
+    }
+    let p2 = lab.until_port(1, |p| p["io"]["tx_frames"] == 300);
+    assert_eq!(p2["drops"], 0, "{p2}");
+    assert!(p2["io"]["tx_blocked"]["spells"].as_u64() >= Some(1), "{p2}");
+    lab.stop();
+}
