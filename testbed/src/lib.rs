@@ -12,6 +12,7 @@
 //!   shares, convergence, queue statistics), fidelity check, `summary.json`.
 //! * [`sweep`] — `testbed sweep`: a scenario over a grid of seeds and overrides, run in
 //!   parallel or emitted for a cluster runner, summarised per grid point.
+//! * [`pool`] — independent jobs (a sweep's runs, a twin's seeds) on a few threads.
 //! * [`report`] — results directory: CSV, plots, `report.md`, comparisons, terminal tables.
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod analysis;
 pub mod bench;
 pub mod bins;
 pub mod netns;
+pub mod pool;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -33,8 +33,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -830,34 +828,21 @@ fn run_local(js: &[Job], n: usize, quiet: bool) -> anyhow::Result<usize> {
         );
         b
     };
-    let next = AtomicUsize::new(0);
-    let failures: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..n.min(js.len()) {
-            s.spawn(|| loop {
-                if crate::signals::requested() {
-                    return;
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(j) = js.get(i) else { return };
-                let ok = run_one(j);
-                if let Err(e) = ok {
-                    let msg = format!("{} seed {}: {e:#}", j.label, j.seed);
-                    bar.println(format!("sweep: {msg}"));
-                    if let Ok(mut f) = failures.lock() {
-                        f.push(msg);
-                    }
-                }
-                bar.inc(1);
-            });
-        }
+    let failures = crate::pool::map_indexed(js.len(), n, |i| {
+        let j = js.get(i)?;
+        let r = run_one(j).err().map(|e| {
+            let msg = format!("{} seed {}: {e:#}", j.label, j.seed);
+            bar.println(format!("sweep: {msg}"));
+            msg
+        });
+        bar.inc(1);
+        r
     });
     bar.finish_and_clear();
     if crate::signals::requested() {
         bail!("interrupted");
     }
-    let failed = failures.lock().map(|f| f.len()).unwrap_or(0);
-    Ok(failed)
+    Ok(failures.into_iter().flatten().flatten().count())
 }
 
 fn run_one(j: &Job) -> anyhow::Result<()> {

@@ -320,13 +320,8 @@ fn run_twin(
     // The seeds are independent single-threaded runs: they share the machine's cores (the netns
     // run is over by now), each writing its own directory, and come back in seed order.
     let n = usize::try_from(opts.twin_seeds.max(1)).unwrap_or(1);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |c| c.get())
-        .min(n);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done: std::sync::Mutex<Vec<(usize, anyhow::Result<Summary>)>> =
-        std::sync::Mutex::new(Vec::with_capacity(n));
-    let one = |k: usize| -> anyhow::Result<Summary> {
+    let workers = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let done = crate::pool::map_indexed(n, workers, |k| -> anyhow::Result<Summary> {
         let s = seed.wrapping_add(k as u64);
         let d = if k == 0 {
             twin_dir.clone()
@@ -346,30 +341,13 @@ fn run_twin(
         let rep = report::write_run(&d, &sim, &r)
             .with_context(|| format!("writing results into {}", d.display()))?;
         Ok(rep.summary)
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if k >= n || crate::signals::requested() {
-                    return;
-                }
-                let r = one(k);
-                if let Ok(mut d) = done.lock() {
-                    d.push((k, r));
-                }
-            });
-        }
     });
-    let mut done = done
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a twin run panicked"))?;
-    if done.len() < n {
-        anyhow::bail!("the twin was interrupted ({} of {n} seeds run)", done.len());
+    let run = done.iter().filter(|r| r.is_some()).count();
+    if run < n {
+        anyhow::bail!("the twin was interrupted ({run} of {n} seeds run)");
     }
-    done.sort_by_key(|(k, _)| *k);
     let mut summaries = Vec::with_capacity(n);
-    for (k, r) in done {
+    for (k, r) in done.into_iter().flatten().enumerate() {
         summaries.push(r.with_context(|| format!("twin seed {}", seed.wrapping_add(k as u64)))?);
     }
     let sim = summaries.remove(0);
