@@ -109,11 +109,25 @@ fn stamp_lookahead(sc: &Scenario, host: &str, k: Scaling) -> Option<Duration> {
     let li = graph.uplink(host)?;
     let l = graph.links.get(li)?;
     let peer = if l.a.node == host { &l.b } else { &l.a };
-    let sw = sc.topo.switch.get(&peer.node);
-    let stamps = sw.map_or(true, |x| x.ingress_stage && x.departure_stamps);
     let delay = sc.topo.link.get(li)?.delay;
-    (graph.is_switch(&peer.node) && stamps && delay > Duration::ZERO)
-        .then(|| crate::scenario::scale_dur(delay, k.loop_mul * 2.0))
+    (graph.is_switch(&peer.node) && places_by_stamps(sc, &peer.node) && delay > Duration::ZERO)
+        .then(|| host_port_stage(delay, k))
+}
+
+/// Whether switch `node` places arriving frames by their senders' departure stamps (its
+/// `ingress_stage` and `departure_stamps` settings, both on by default).
+fn places_by_stamps(sc: &Scenario, node: &str) -> bool {
+    sc.topo
+        .switch
+        .get(node)
+        .map_or(true, |x| x.ingress_stage && x.departure_stamps)
+}
+
+/// The delay a switch's port towards a host emulates for a host link of `delay`: both
+/// directions' (2 × delay × S), all of it on the port's receiving side (see the module docs).
+/// Where the switch places by stamps this is also their lookahead ([`stamp_lookahead`]).
+fn host_port_stage(delay: Duration, k: Scaling) -> Duration {
+    crate::scenario::scale_dur(delay, k.loop_mul * 2.0)
 }
 
 /// The switches' line emulation on veth (see [`VETH_CATCH_UP`]).
@@ -267,13 +281,7 @@ pub fn switch_config(
     top.insert("ingress_stage".into(), toml::Value::Boolean(stage));
     // Whether a switch places frames by their departure stamps (its ingress stage on and
     // `departure_stamps` not turned off).
-    let stamps_at = |node: &str| {
-        sc.topo
-            .switch
-            .get(node)
-            .map_or(true, |x| x.ingress_stage && x.departure_stamps)
-    };
-    let stamps = stamps_at(sw);
+    let stamps = places_by_stamps(sc, sw);
     let mut ports = Vec::new();
     // The shortest link delay any port holds in its ingress stage (zero: a port holds none).
     let mut least_ingress: Option<Duration> = None;
@@ -294,7 +302,7 @@ pub fn switch_config(
             // placed by their receive times.
             let stamps = stamps && d > Duration::ZERO;
             if graph.is_switch(&peer.node) {
-                if stamps && stamps_at(&peer.node) {
+                if stamps && places_by_stamps(sc, &peer.node) {
                     // Each direction's delay in the receiving switch's ingress stage, the
                     // lookahead for the sending switch's stamps (written as its shaper starts
                     // each frame): both switches' process timing leaves the link's.
@@ -312,13 +320,12 @@ pub fn switch_config(
             } else if stamps {
                 // Both directions' delay in the ingress stage, where it is the lookahead for
                 // the host's departure stamps (twice the link's: see the module docs).
-                let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
+                let both = host_port_stage(link.delay, k);
                 p.insert("ingress_delay".into(), s(both));
                 p.insert("departure_stamps".into(), toml::Value::Boolean(true));
                 least_ingress = Some(least_ingress.map_or(both, |x| x.min(both)));
             } else {
-                let both = crate::scenario::scale_dur(link.delay, k.loop_mul * 2.0);
-                p.insert("delay".into(), s(both));
+                p.insert("delay".into(), s(host_port_stage(link.delay, k)));
                 least_ingress = Some(Duration::ZERO);
             }
             ports.push(toml::Value::Table(p));
