@@ -246,42 +246,57 @@ impl Wire {
         true
     }
 
-    /// Sends the held frames on `port` in order until it refuses one; true when some remain.
-    /// A frame the port cannot send at all is dropped (the port counts it); a port whose link
-    /// is gone is reported in `gone` and the frames are dropped with it.
-    fn drain<P: Port>(
-        &mut self,
-        port: &mut P,
-        now: Instant,
-        blocked: &mut TxBlocked,
-        gone: &mut Option<String>,
-    ) -> bool {
-        while let Some(f) = self.frames.front() {
-            match port.send(f) {
-                Ok(false) => {
-                    blocked.refused(now);
-                    return true;
-                }
-                Ok(true) => blocked.took(now),
-                Err(e) if e.is_link_gone() => {
-                    *gone = Some(e.to_string());
-                    self.clear();
-                    return false;
-                }
-                Err(e) => tracing::debug!("send: {e}"),
-            }
-            if let Some(b) = self.frames.pop_front() {
-                self.bytes -= b.len();
-                self.spare.push(b);
-            }
+    /// Forgets the front frame, which the ring took or the port refused for good.
+    fn pop(&mut self) {
+        if let Some(b) = self.frames.pop_front() {
+            self.bytes -= b.len();
+            self.spare.push(b);
         }
-        false
     }
 
     /// Drops every held frame (the port went down).
     fn clear(&mut self) {
         self.bytes = 0;
         self.spare.extend(self.frames.drain(..));
+    }
+}
+
+impl<P: Port> PortSlot<P> {
+    /// Sends the frames that wait in the port's [`Wire`] in order until the ring refuses one;
+    /// true when some remain. A frame the port cannot send at all is dropped, counted by the
+    /// port and reported in `refused` (as in [`transmit`]); a port whose link is gone is
+    /// reported in `gone` and its frames are dropped with it.
+    fn drain_wire(
+        &mut self,
+        pid: PortId,
+        now: Instant,
+        refused: &mut Vec<(PortId, usize)>,
+        gone: &mut Option<String>,
+    ) -> bool {
+        let Some(port) = self.port.as_mut() else {
+            self.wire.clear();
+            return false;
+        };
+        while let Some(f) = self.wire.frames.front() {
+            match port.send(f) {
+                Ok(false) => {
+                    self.tx_blocked.refused(now);
+                    return true;
+                }
+                Ok(true) => self.tx_blocked.took(now),
+                Err(e) if e.is_link_gone() => {
+                    *gone = Some(e.to_string());
+                    self.wire.clear();
+                    return false;
+                }
+                Err(e) => {
+                    tracing::debug!(port = %self.name, "send: {e}");
+                    refused.push((pid, f.len()));
+                }
+            }
+            self.wire.pop();
+        }
+        false
     }
 }
 
@@ -961,12 +976,9 @@ fn transmit<P: Port>(
         if slot.wire.frames.is_empty() {
             continue;
         }
-        let Some(port) = slot.port.as_mut() else {
-            slot.wire.clear();
-            continue;
-        };
         let mut lost = None;
-        busy |= slot.wire.drain(port, now, &mut slot.tx_blocked, &mut lost);
+        let pid = PortId(u16::try_from(i).unwrap_or(u16::MAX));
+        busy |= slot.drain_wire(pid, now, refused, &mut lost);
         if let Some(why) = lost {
             gone.push((i, why));
         }
