@@ -434,14 +434,10 @@ impl GenHost {
             return 0;
         };
         let views = self.agent.flows();
-        let of = mb.report.agent_flows(&views, mb.count);
-        let mut ids: Vec<u32> = of.iter().flatten().map(|v| v.flow).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        views
+        mb.report
+            .limiters(&views, mb.count)
             .iter()
-            .filter(|v| ids.binary_search(&v.flow).is_ok())
-            .map(|v| v.queued_frames)
+            .map(|(v, _)| v.queued_frames)
             .sum()
     }
 
@@ -792,6 +788,25 @@ impl GenReport {
             .collect()
     }
 
+    /// The limiters (agent flows) that carry this generator's `n` flows, each once, in order of
+    /// its first generator flow, with the generator flows it carries
+    /// ([`report::group_by_limiter`]).
+    fn limiters<'a>(
+        &self,
+        views: &'a [rp_agent::stats::FlowView],
+        n: usize,
+    ) -> Vec<(&'a rp_agent::stats::FlowView, Vec<u32>)> {
+        let ids: Vec<Option<u32>> = self
+            .agent_flows(views, n)
+            .iter()
+            .map(|v| v.map(|v| v.flow))
+            .collect();
+        report::group_by_limiter(&ids)
+            .into_iter()
+            .filter_map(|(rp, flows)| Some((views.iter().find(|v| v.flow == rp)?, flows)))
+            .collect()
+    }
+
     /// Reports the interval `from`..`to` (seconds since the start).
     fn interval(
         &mut self,
@@ -933,10 +948,8 @@ impl GenReport {
         // This generator's limiters: their CNMs, and the accepted frames they still held when
         // the drain ended (counted in `frames`, the generator handed them over, but never sent).
         let (mut cnm_rx, mut unsent) = (0, 0);
-        for (rp, flows) in report::group_by_limiter(&ids) {
-            let Some(v) = views.iter().find(|v| v.flow == rp) else {
-                continue;
-            };
+        for (v, flows) in self.limiters(&views, sent.len()) {
+            let rp = v.flow;
             cnm_rx += v.cnm_rx;
             unsent += v.queued_frames;
             if !self.json {
