@@ -99,6 +99,13 @@ impl SimWorld {
                 firsts.push((src.clone(), name.clone()));
             }
         }
+        // An incast server's CNMs go to `incast`, as the netns run credits its TAP agent's
+        // (`netns::cnm_flows`).
+        for srv in topo.incast.iter().flat_map(|inc| &inc.servers) {
+            if !firsts.iter().any(|f| &f.0 == srv) {
+                firsts.push((srv.clone(), "incast".into()));
+            }
+        }
         let mut incast = None;
         if let Some(inc) = topo.incast.first() {
             let path: Vec<String> = sc.bottleneck().into_iter().collect();
