@@ -88,7 +88,7 @@
 //! | CNMs per flow per second (scenario time) | relative, floor 1/s | — (reported) | CNM sampling is random and per flow sparse; the queue and the rates carry the loop's outcome |
 //! | CNM mean QntzFb (steady window, every CP) | relative, floor 1 | — (reported) | how hard each CNM cuts (the decrease is Gd · \|Fb\|, 802.1Q 32.13.2): a queue that swings wider than the simulator's at the sampled arrivals shows here first; on the S = 10 dumbbell it was 3.4–4.3 in netns against 1.1 in the simulator |
 //!
-//! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the parking lot's 35 s
+//! A netns schedule compressed below S (`scenario.netns.duration`, e.g. the parking lot's 182 s
 //! for 7 s at S = 100) gives its steady window a fraction of the loop time the scenario's window
 //! holds, and slow outcomes (fairness) differ for that reason alone. So the runner's twin
 //! simulates the compressed schedule (`Scenario::schedule_scaled`, the run's schedule factor ÷
