@@ -171,8 +171,8 @@ fn netns_incast_rounds_complete() {
             "incast",
             "--quiet",
             "--no-plots",
-            "--set",
-            "scenario.netns.duration=5s",
+            // The default 10 s: with the hosts' RTOmin at 200 ms × S a round that ends in
+            // timeouts takes 2 s or more.
             "--out",
         ])
         .arg(&dir)
@@ -192,6 +192,16 @@ fn netns_incast_rounds_complete() {
     );
     assert!(r.rounds.len() >= 2, "{r:?}");
     assert!(r.goodput_bps() > 0.0);
+    // Every incast host's kernel had the scenario's RTOmin × S on its TAP route (the batch
+    // the run gave `ip`, which fails the run if `ip` refuses it).
+    for h in ["c0", "s00", "s15"] {
+        let batch = std::fs::read_to_string(dir.join(format!("neigh-{h}.batch"))).unwrap();
+        assert!(
+            batch.contains("dev qcn0 proto kernel scope link src 10.77.")
+                && batch.contains(" rto_min 2000ms initcwnd 2\n"),
+            "{h}: {batch}"
+        );
+    }
     assert_eq!(r.error, None);
     let s = summary(&dir);
     let inc = flow(&s, "incast");
