@@ -6,7 +6,7 @@
 //! testbed bench app [--duration 5s] [--warmup 1s] [--rounds 3] [--no-shaped] [--congestion CC] [--json]
 //! testbed bench sim [--duration 1s] [--rounds 3] [--json]
 //! testbed down [--all] [--dry-run] [--json]
-//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin [--twin-seeds N]] [--capture [all|LINK,...]] [--seed N] [--set K=V]...
+//! testbed run SCENARIO [--out DIR] [--mode netns|sim] [--twin [--twin-seeds N]] [--capture [all|cnms|LINK,...]] [--seed N] [--set K=V]...
 //!              [--cp-mode qcn|fqcn|explicit-rate]
 //!              [--culprit arrival|occupancy-deterministic|occupancy-random]
 //!              [--rp-mode qcn|adaptive-bc|qcn-bs|adaptive-bc+qcn-bs|explicit-rate]
@@ -127,9 +127,10 @@ struct Common {
     /// Reaction-point mode of every host (default: the file's).
     #[arg(long, value_enum)]
     rp_mode: Option<run::modes::RpModeArg>,
-    /// Capture into pcap files: alone, the bottleneck (bottleneck.pcap, cnms.pcap); `all`,
-    /// every link; or the links named (`s1-h1,s1-s2`), one link-<LINK>.pcap each.
-    #[arg(long, value_name = "all|LINK,...", num_args = 0..=1, default_missing_value = run::capture::BOTTLENECK)]
+    /// Capture into pcap files: alone, the bottleneck (bottleneck.pcap, cnms.pcap); `cnms`,
+    /// cnms.pcap alone; `all`, every link; or the links named (`s1-h1,s1-s2`), one
+    /// link-<LINK>.pcap each.
+    #[arg(long, value_name = "all|cnms|LINK,...", num_args = 0..=1, default_missing_value = run::capture::BOTTLENECK)]
     capture: Option<run::capture::Capture>,
     /// Directory of the cp-switch and rp-agent binaries (default: next to this program).
     #[arg(long)]

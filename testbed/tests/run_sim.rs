@@ -130,6 +130,11 @@ fn sim_capture_all_writes_one_pcap_per_link() {
     let pcaps = common::pcaps_under(&dir);
     assert_eq!(pcaps, vec![testbed::run::capture::link_file(&dir, &name)]);
     let _ = std::fs::remove_dir_all(&dir);
+    // The CNMs towards the first flow's source alone.
+    opts.capture = Capture::Cnms;
+    run_scenario(&sc, &opts).unwrap();
+    assert_eq!(common::pcaps_under(&dir), vec![dir.join("cnms.pcap")]);
+    let _ = std::fs::remove_dir_all(&dir);
     // An unknown link: refused, nothing created.
     opts.capture = Capture::Links(vec!["sw0-nowhere".into()]);
     let e = run_scenario(&sc, &opts).unwrap_err().to_string();

@@ -84,10 +84,12 @@ impl SimWorld {
             let file = super::capture::link_file(dir, &name);
             captures.push((name, file, false));
         }
-        if opts.capture == super::capture::Capture::Bottleneck {
+        if opts.capture.bottleneck() {
             if let Some(b) = sc.bottleneck() {
                 captures.push((b, dir.join("bottleneck.pcap"), false));
             }
+        }
+        if opts.capture.cnms() {
             if let Some(li) = sc.topo.flow.first().and_then(|f| graph.uplink(&f.src)) {
                 captures.push((graph.links[li].name.clone(), dir.join("cnms.pcap"), true));
             }

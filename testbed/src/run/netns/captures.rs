@@ -2,7 +2,7 @@
 //! with `tshark`. `--capture` alone: the bottleneck port into `bottleneck.pcap`, and what the
 //! switch sends towards the first flow's source into `cnms.pcap` (its CNMs and floods: a filter
 //! on the source address, not on the EtherType, so that a VLAN tag in the packet metadata
-//! cannot hide a CNM). `--capture all` or a list of links: `link-<LINK>.pcap` per link, on the
+//! cannot hide a CNM); `--capture cnms`: `cnms.pcap` alone. `--capture all` or a list of links: `link-<LINK>.pcap` per link, on the
 //! link's switch port ([`crate::run::capture::capture_end`]), unfiltered.
 
 use std::path::PathBuf;
@@ -28,9 +28,7 @@ pub fn start(st: &Setup, what: &Capture) -> anyhow::Result<Vec<Child>> {
             None,
         ));
     }
-    if *what == Capture::Bottleneck {
-        bottleneck_and_cnms(st, &mut wanted);
-    }
+    bottleneck_and_cnms(st, what, &mut wanted);
     let mut captures = Vec::new();
     for (i, (end, pcap, filter)) in wanted.iter().enumerate() {
         let mut c = st.ns[&end.node].command("tshark")?;
@@ -58,11 +56,18 @@ pub fn start(st: &Setup, what: &Capture) -> anyhow::Result<Vec<Child>> {
     Ok(captures)
 }
 
-/// `--capture` alone: the bottleneck's end a into `bottleneck.pcap`, the first flow's switch
-/// port into `cnms.pcap` (everything but the flow's own frames).
-fn bottleneck_and_cnms(st: &Setup, wanted: &mut Vec<(End, PathBuf, Option<String>)>) {
+/// `--capture` alone: the bottleneck's end a into `bottleneck.pcap` and the first flow's switch
+/// port into `cnms.pcap` (everything but the flow's own frames); `--capture cnms`: the latter.
+fn bottleneck_and_cnms(
+    st: &Setup,
+    what: &Capture,
+    wanted: &mut Vec<(End, PathBuf, Option<String>)>,
+) {
     let graph = &st.graph;
-    if let Some(li) = st.bottleneck_link() {
+    if !what.cnms() {
+        return;
+    }
+    if let (true, Some(li)) = (what.bottleneck(), st.bottleneck_link()) {
         wanted.push((
             graph.links[li].a.clone(),
             st.dir.join("bottleneck.pcap"),
