@@ -45,6 +45,26 @@ fn pcap_records(bytes: &[u8]) -> Option<Vec<(i128, &[u8])>> {
     Some(out)
 }
 
+/// Runs the dumbbell for 3 s at S = 100 (captures of every link of a 1 Gb/s run would be ten
+/// times larger) with `--capture WHAT` into `dir`, checks that it succeeded and left nothing
+/// behind, and returns what it printed.
+fn run_dumbbell(dir: &std::path::Path, what: &str) -> String {
+    let out = testbed()
+        .args(["dumbbell", "--quiet", "--no-plots", "--capture", what])
+        .args(["--set", "scenario.scale=100"])
+        .args(["--set", "scenario.netns.duration=3s", "--out"])
+        .arg(dir)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}\n{stdout}", out.status);
+    if let Some(prefix) = prefix_of(dir) {
+        assert_clean(&prefix);
+    }
+    stdout
+}
+
 #[test]
 fn netns_capture_all_writes_one_pcap_per_link() {
     if !testbed::netns::can_run_network_tests("netns_capture_all_writes_one_pcap_per_link") {
@@ -52,29 +72,7 @@ fn netns_capture_all_writes_one_pcap_per_link() {
     }
     let dir = out_dir("run-netns-capture", "all");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
-            "--capture",
-            "all",
-            // S = 100: captures of every link of a 1 Gb/s run would be ten times larger.
-            "--set",
-            "scenario.scale=100",
-            "--set",
-            "scenario.netns.duration=3s",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", out.status);
-    if let Some(prefix) = prefix_of(&dir) {
-        assert_clean(&prefix);
-    }
+    let stdout = run_dumbbell(&dir, "all");
     let sc = testbed::scenario::load("dumbbell", &[]).unwrap();
     let graph = sc.topo.graph();
     let s = summary(&dir);
@@ -116,28 +114,7 @@ fn netns_capture_cnms_writes_the_cnms_alone() {
     }
     let dir = out_dir("run-netns-capture", "cnms");
     let _ = std::fs::remove_dir_all(&dir);
-    let out = testbed()
-        .args([
-            "dumbbell",
-            "--quiet",
-            "--no-plots",
-            "--capture",
-            "cnms",
-            "--set",
-            "scenario.scale=100",
-            "--set",
-            "scenario.netns.duration=3s",
-        ])
-        .arg("--out")
-        .arg(&dir)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", out.status);
-    if let Some(prefix) = prefix_of(&dir) {
-        assert_clean(&prefix);
-    }
+    let stdout = run_dumbbell(&dir, "cnms");
     let cnms = dir.join("cnms.pcap");
     assert_eq!(common::pcaps_under(&dir), vec![cnms.clone()]);
     assert!(stdout.contains(&cnms.display().to_string()), "{stdout}");
