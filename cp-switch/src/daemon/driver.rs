@@ -1063,7 +1063,7 @@ fn stats_json<P: Port>(bridge: &Bridge, slots: &mut [PortSlot<P>]) -> Value {
                 .as_ref()
                 .and_then(|st| serde_json::to_value(st.stats()).ok())
                 .unwrap_or(Value::Null);
-            // Spells of a full transmit ring, during which the emulated line stood still.
+            // Spells of a full transmit ring: how late the frames that waited reached the port.
             p["io"]["tx_blocked"] = serde_json::to_value(slot.tx_blocked).unwrap_or(Value::Null);
             // The frames that waited for room meanwhile, the emulated line going on.
             p["io"]["tx_deferred"] = json!(slot.wire.deferred);
