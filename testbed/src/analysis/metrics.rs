@@ -15,6 +15,7 @@
 
 use super::maxmin::{max_min, MmFlow};
 use super::model::{normalize_mac, Bottleneck, Event, FlowSeries, QueueSeries, RunData};
+use serde::{Deserialize, Serialize};
 
 /// The mean quantized feedback (`qntz_fb`, 802.1Q 33.4.7: |Fb| quantized to 6 bits) of the
 /// CNMs the congestion points sent in `[a, b]` (seconds of the run), over every congestion
@@ -447,6 +448,87 @@ fn cp_match(run: &RunData, e: &Event) -> Option<usize> {
     }
 }
 
+/// The CNMs one congestion point sent in a window, in all and to each flow.
+///
+/// Which congestion points cut which flows, and how hard, is where a multi-bottleneck run
+/// shows how it differs from its model: on the parking lot, the same share of a one-hop flow
+/// can come from the cuts of its own bottleneck or from an upstream switch's queue that the
+/// model never filled. [`FlowSummary::cnm_per_s`](super::summary::FlowSummary) adds them up;
+/// this keeps them apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpCnms {
+    /// `switch:port`: the switch and the port of the congestion point's queue (the output
+    /// port, or the input port of an input congestion point, 802.1Q 32.8), named after the
+    /// node at its far end (`switch:N` when the run does not know the port's name).
+    pub cp: String,
+    /// CNMs sent in the window.
+    pub cnms: u64,
+    /// CNMs sent per second over the window.
+    pub cnm_per_s: f64,
+    /// Their mean quantized feedback (`qntz_fb`, 802.1Q 33.4.7), `None` with no CNM.
+    pub fb_mean: Option<f64>,
+    /// CNMs sent in the window to each flow's source, by flow name (flows with none left
+    /// out; a CNM whose destination is no single flow's source is counted under `?`).
+    pub flows: std::collections::BTreeMap<String, u64>,
+}
+
+/// The CNMs each congestion point sent in `[a, b)` (seconds of the run), from the switches'
+/// `cnm` trace events (those carrying the congestion point's `cpid` and `cp_port`), in
+/// `cp` order. A CNM is counted where it was sent whether or not it arrived.
+pub fn cnms_by_cp(run: &RunData, a: f64, b: f64) -> Vec<CpCnms> {
+    let mut by: std::collections::BTreeMap<String, (u64, u64, CpCnms)> = Default::default();
+    for e in &run.events {
+        if e.kind != "cnm" || e.t_s < a || e.t_s >= b || e.fields.get("cpid").is_none() {
+            continue;
+        }
+        let Some(port) = e.fields.get("cp_port").and_then(|v| v.as_u64()) else {
+            continue;
+        };
+        let node = e.node.as_deref().unwrap_or("?");
+        let name = run
+            .switch_ports
+            .get(node)
+            .and_then(|ports| ports.get(usize::try_from(port).ok()?));
+        let cp = match name {
+            Some(n) => format!("{node}:{n}"),
+            None => format!("{node}:{port}"),
+        };
+        let (fb_sum, fb_n, row) = by.entry(cp.clone()).or_insert_with(|| {
+            (
+                0,
+                0,
+                CpCnms {
+                    cp,
+                    cnms: 0,
+                    cnm_per_s: 0.0,
+                    fb_mean: None,
+                    flows: Default::default(),
+                },
+            )
+        });
+        row.cnms += 1;
+        if let Some(fb) = e.fields.get("qntz_fb").and_then(|v| v.as_u64()) {
+            *fb_sum += fb;
+            *fb_n += 1;
+        }
+        let flow = cp_match(run, e)
+            .and_then(|i| run.flows.get(i))
+            .map_or("?", |f| f.name.as_str());
+        *row.flows.entry(flow.to_string()).or_insert(0) += 1;
+    }
+    by.into_values()
+        .map(|(fb_sum, fb_n, mut row)| {
+            row.cnm_per_s = if b > a {
+                row.cnms as f64 / (b - a)
+            } else {
+                0.0
+            };
+            row.fb_mean = (fb_n > 0).then(|| fb_sum as f64 / fb_n as f64);
+            row
+        })
+        .collect()
+}
+
 /// Time-weighted queue statistics over a window.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct QueueStats {
@@ -623,6 +705,51 @@ mod tests {
         ];
         assert_eq!(cnm_feedback_mean(&run, 1.0, 3.0), Some(21.0));
         assert_eq!(cnm_feedback_mean(&run, 3.5, 4.0), None);
+    }
+
+    /// Two congestion points of a parking lot: CNMs are kept apart by switch and port (named
+    /// through the run's port list, or numbered), counted in `[a, b)`, given to the flow whose
+    /// source they went to, and their QntzFb averaged per point; a CNM to no flow's source is
+    /// counted under `?`; a reaction point's record (no `cpid`) is not a congestion point's.
+    #[test]
+    fn cnms_are_counted_per_congestion_point_and_flow() {
+        let ev = |t: f64, node: &str, fields: serde_json::Value| Event {
+            t_s: t,
+            node: Some(node.into()),
+            kind: "cnm".into(),
+            port: None,
+            priority: None,
+            flow: None,
+            fields,
+        };
+        let cnm = |port: u64, dst: &str, fb: u64| serde_json::json!({"cpid": "x", "cp_port": port, "dst": dst, "qntz_fb": fb});
+        let (a, b) = ("02:00:00:00:01:02", "02:00:00:00:01:04");
+        let mut run = RunData::new(super::super::model::RunMeta::new("s", "netns", 1.0, 1));
+        run.add_flow(FlowSeries::new("f2", &[]).source_mac(a));
+        run.add_flow(FlowSeries::new("f4", &[]).source_mac(b));
+        run.switch_ports
+            .insert("sw1".into(), vec!["h3".into(), "h4".into(), "r1".into()]);
+        run.events = vec![
+            ev(0.5, "sw1", cnm(2, a, 9)),
+            ev(1.0, "sw1", cnm(2, a, 1)),
+            ev(1.5, "sw1", cnm(2, b, 3)),
+            ev(1.6, "sw1", cnm(2, "02:00:00:00:09:09", 2)),
+            ev(1.7, "sw0", cnm(1, a, 4)),
+            ev(1.8, "h2", serde_json::json!({"flow": 0, "qntz_fb": 50})),
+            ev(2.0, "sw1", cnm(2, b, 7)),
+        ];
+        let got = cnms_by_cp(&run, 1.0, 2.0);
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].cp, "sw0:1");
+        assert_eq!((got[0].cnms, got[0].fb_mean), (1, Some(4.0)));
+        assert_eq!(got[0].flows.get("f2"), Some(&1));
+        assert_eq!(got[1].cp, "sw1:r1");
+        assert_eq!(got[1].cnms, 3);
+        assert_eq!(got[1].cnm_per_s, 3.0);
+        assert_eq!(got[1].fb_mean, Some(2.0));
+        let flows: Vec<(&str, u64)> = got[1].flows.iter().map(|(f, n)| (f.as_str(), *n)).collect();
+        assert_eq!(flows, [("?", 1), ("f2", 1), ("f4", 1)]);
+        assert!(cnms_by_cp(&run, 3.0, 4.0).is_empty());
     }
 
     use super::*;

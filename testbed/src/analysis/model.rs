@@ -738,6 +738,11 @@ pub struct RunData {
     /// [`FlowSeries::cnm`] (turn off when the runner records per-flow CNM counts itself, to
     /// avoid counting twice).
     pub cnm_from_trace: bool,
+    /// Each switch's port names by port number: a congestion point's `cp_port` in a CNM trace
+    /// event names its output port, and a port is named after the node at its far end, in
+    /// both worlds ([`crate::analysis::metrics::cnms_by_cp`]).
+    #[serde(default)]
+    pub switch_ports: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl RunData {
@@ -753,6 +758,7 @@ impl RunData {
             fidelity: FidelityInputs::default(),
             warnings: Vec::new(),
             cnm_from_trace: true,
+            switch_ports: std::collections::BTreeMap::new(),
         }
     }
 

@@ -9,7 +9,8 @@
 //!     "pause_tx"}],
 //!   "jain","jain_rates","convergence_s":[...],"convergence_events":[...],"faithful","warnings",
 //!   "ingress_early_share"?, "trace_clock"?: {"clock","t0_ns","realtime_offset_ns"},
-//!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "cnm_fb_mean"?, "twin"?: {"sim_dir"?,
+//!   "rp_recovery_s"?, "rp_recoveries_in_window"?, "cnm_fb_mean"?, "congestion_points"?:
+//!     [{"cp","cnms","cnm_per_s","fb_mean","flows":{name: count}}], "twin"?: {"sim_dir"?,
 //!     "sim_seeds", "metrics":[{"metric","netns","sim","sim_sd"?,"deviation","relative","limit",
 //!     "ok"}], "faithful"}, "transient_only"?}` (`transient_only`: true when the only failed
 //!     check was a steady window as short as the scenario's own, which the twin then decides).
@@ -160,6 +161,10 @@ pub struct Summary {
     /// ([`metrics::cnm_feedback_mean`]), when the traces hold them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cnm_fb_mean: Option<f64>,
+    /// The CNMs each congestion point sent in the steady window, to each flow
+    /// ([`metrics::cnms_by_cp`]), when the switches' traces hold them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub congestion_points: Vec<metrics::CpCnms>,
     /// The comparison with the simulator on the same scenario and seed (`--twin`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub twin: Option<Twin>,
@@ -326,6 +331,7 @@ pub fn analyze(run: &RunData, opts: &AnalysisOptions) -> Analysis {
         rp_recovery_s: meta.rp_recovery_s,
         rp_recoveries_in_window: fid.rp_recoveries_in_window,
         cnm_fb_mean: metrics::cnm_feedback_mean(run, a, b),
+        congestion_points: metrics::cnms_by_cp(run, a, b),
         twin: None,
         transient_only: fid.transient_only,
     };

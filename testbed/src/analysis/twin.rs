@@ -129,6 +129,44 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
             None,
         );
     }
+    // Where the CNMs came from, when more than one congestion point sent any: per flow and
+    // congestion point, in scenario time, reported and not judged (like the flows' totals).
+    // A share that differs from the model's may come from another congestion point's cuts
+    // (an upstream queue the model never filled), which the flows' totals do not show.
+    let cps = |s: &Summary| s.congestion_points.len();
+    if cps(netns).max(cps(sim)) > 1 {
+        let mut pairs = std::collections::BTreeSet::new();
+        for s in [netns, sim] {
+            for c in &s.congestion_points {
+                pairs.extend(c.flows.keys().map(|f| (f.clone(), c.cp.clone())));
+            }
+        }
+        let rate = |s: &Summary, f: &str, cp: &str| -> f64 {
+            let [a, b] = s.steady_window_s;
+            let n = s
+                .congestion_points
+                .iter()
+                .find(|c| c.cp == cp)
+                .and_then(|c| c.flows.get(f))
+                .copied()
+                .unwrap_or(0);
+            if b > a {
+                n as f64 / (b - a)
+            } else {
+                0.0
+            }
+        };
+        for (f, cp) in &pairs {
+            push(
+                format!("CNMs/s {f} from {cp}"),
+                Some(rate(netns, f, cp) * k),
+                Some(rate(sim, f, cp)),
+                Some(TWIN_CNM_FLOOR),
+                None,
+                None,
+            );
+        }
+    }
     let faithful = metrics.iter().all(|m| m.ok);
     // A netns schedule compressed below S (`scenario.netns.duration`) gives the steady window
     // less loop time than the simulator's: slow outcomes (fairness) may differ for that alone.
@@ -284,9 +322,53 @@ mod tests {
             rp_recovery_s: None,
             rp_recoveries_in_window: None,
             cnm_fb_mean: None,
+            congestion_points: Vec::new(),
             transient_only: false,
             twin: None,
         }
+    }
+
+    /// With two congestion points the CNMs each sent to each flow are set side by side, in
+    /// scenario time (netns per-second figures × S), reported and not judged; a point one run
+    /// has and the other has not counts 0 there. With one point only the flows' totals are.
+    #[test]
+    fn cnms_per_congestion_point_are_reported_when_there_are_several() {
+        use crate::analysis::metrics::CpCnms;
+        let cp = |name: &str, flows: &[(&str, u64)]| CpCnms {
+            cp: name.into(),
+            cnms: flows.iter().map(|f| f.1).sum(),
+            cnm_per_s: 0.0,
+            fb_mean: None,
+            flows: flows.iter().map(|(f, n)| (f.to_string(), *n)).collect(),
+        };
+        let th = TwinThresholds::default();
+        let mut sim = summary(0.984, 29_700.0, 0.99, &[1.0, 1.0], 100.0, 1.0);
+        sim.congestion_points = vec![cp("sw1:r1", &[("f0", 90), ("f1", 100)])];
+        // Window 1 s in both; netns at S = 10: 12 CNMs in its window are 120/s.
+        let mut netns = summary(0.984, 29_700.0, 0.99, &[1.0, 1.0], 10.0, 10.0);
+        netns.congestion_points = vec![
+            cp("sw0:sw1", &[("f0", 4)]),
+            cp("sw1:r1", &[("f0", 12), ("f1", 10)]),
+        ];
+        let t = twin(&netns, &sim, &[], &th);
+        let rows: Vec<(&str, Option<f64>, Option<f64>, bool)> = t
+            .metrics
+            .iter()
+            .filter(|m| m.metric.contains(" from "))
+            .map(|m| (m.metric.as_str(), m.netns, m.sim, m.limit.is_none()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("CNMs/s f0 from sw0:sw1", Some(40.0), Some(0.0), true),
+                ("CNMs/s f0 from sw1:r1", Some(120.0), Some(90.0), true),
+                ("CNMs/s f1 from sw1:r1", Some(100.0), Some(100.0), true),
+            ]
+        );
+        assert!(t.faithful);
+        netns.congestion_points.remove(0);
+        let t = twin(&netns, &sim, &[], &th);
+        assert!(t.metrics.iter().all(|m| !m.metric.contains(" from ")));
     }
 
     #[test]

@@ -183,6 +183,30 @@ pub fn summary_markdown(s: &Summary) -> String {
         }
         o.push('\n');
     }
+    if s.congestion_points.len() > 1 {
+        let _ = writeln!(
+            o,
+            "| congestion point | CNMs win | CNMs/s win | mean QntzFb | CNMs win per flow |"
+        );
+        let _ = writeln!(o, "|---|---:|---:|---:|---|");
+        for c in &s.congestion_points {
+            let per_flow: Vec<String> = c.flows.iter().map(|(f, n)| format!("{f} {n}")).collect();
+            let _ = writeln!(
+                o,
+                "| {} | {} | {:.1} | {} | {} |",
+                c.cp,
+                c.cnms,
+                c.cnm_per_s,
+                opt(c.fb_mean, |f| format!("{f:.2}")),
+                per_flow.join(", ")
+            );
+        }
+        let _ = writeln!(
+            o,
+            "\ncongestion point: switch:port of the queue, the port named after the node at \
+             its far end; CNMs as sent, in the steady window.\n"
+        );
+    }
     if !s.convergence_s.is_empty() {
         let _ = writeln!(o, "| event | convergence to ±10 % of the fair shares |");
         let _ = writeln!(o, "|---|---:|");

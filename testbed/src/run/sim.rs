@@ -285,6 +285,18 @@ impl World for SimWorld {
             serde_json::to_string_pretty(&summary)?,
         )?;
         self.bottleneck_events(run);
+        for (name, id) in &self.built.switches {
+            if let Some(br) = self.sim.bridge(*id) {
+                let ports = (0..br.num_ports())
+                    .map(|i| {
+                        let p = cp_switch::PortId(u16::try_from(i).unwrap_or(u16::MAX));
+                        br.port_name(p)
+                            .map_or_else(|| i.to_string(), str::to_string)
+                    })
+                    .collect();
+                run.switch_ports.insert(name.clone(), ports);
+            }
+        }
         let trace = read_trace_file(&self.trace_path, &TraceOptions::default());
         run.absorb(trace);
         // Per-flow CNM counts come from the agents; do not count the trace's CNM events again.

@@ -265,6 +265,28 @@ pub fn collect(
             lost_total - switch_drops - ring_drops,
         ));
     }
+    // Each switch's port names by number, for the congestion points' `cp_port`.
+    for (sw, st) in stats {
+        let mut ports: Vec<String> = Vec::new();
+        for p in st["ports"].as_array().into_iter().flatten() {
+            let (Some(i), Some(name)) = (p["index"].as_u64(), p["name"].as_str()) else {
+                continue;
+            };
+            let Ok(i) = usize::try_from(i) else {
+                continue;
+            };
+            if ports.len() <= i {
+                ports.resize(i + 1, String::new());
+            }
+            ports[i] = name.to_string();
+        }
+        for (i, p) in ports.iter_mut().enumerate() {
+            if p.is_empty() {
+                *p = i.to_string();
+            }
+        }
+        run.switch_ports.insert(sw.clone(), ports);
+    }
     // Traces.
     for sw in &graph.switches {
         let p = dir.join(format!("trace-{sw}.jsonl"));
