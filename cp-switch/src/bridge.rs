@@ -1115,6 +1115,25 @@ impl Bridge {
             .map_or(0, OutputQueue::bytes)
     }
 
+    /// Occupancy of `port`'s output queues and of its input buffers, each summed over the eight
+    /// priorities, in octets: `(output, input)`; `(0, 0)` for a port the bridge does not have.
+    /// The simulator samples every port this way each 10 µs for its queue histograms, where
+    /// sixteen calls of [`Bridge::output_queue_bytes`] and [`Bridge::input_queue_bytes`] per
+    /// port had cost about 1 % of its instructions.
+    #[inline]
+    pub fn port_queue_bytes(&self, port: PortId) -> (u64, u64) {
+        let r = port.index() * P..(port.index() + 1) * P;
+        let out = self
+            .outqs
+            .get(r.clone())
+            .map_or(0, |qs| qs.iter().map(OutputQueue::bytes).sum());
+        let inp = self
+            .inbufs
+            .get(r)
+            .map_or(0, |bs| bs.iter().map(InputBuffer::bytes).sum());
+        (out, inp)
+    }
+
     // ----- internals -------------------------------------------------------------------
 
     /// Appends `bytes` (a copy, or the caller's buffer itself) to the VOQ for `o` in input

@@ -125,6 +125,12 @@ fn edge_ports_keep_outside_traffic_out_of_the_cnpv_queues() {
     h.rx(1, &frame(mac(1), mac(2), None, 200));
     assert_eq!(h.bridge.output_queue_bytes(cp_switch::PortId(0), 2), 200);
     assert_eq!(h.bridge.output_queue_bytes(cp_switch::PortId(0), 3), 0);
+    // Summed over the priorities; a port the bridge lacks holds nothing.
+    h.rx(1, &frame(mac(1), mac(2), Some((5, 10)), 300));
+    assert_eq!(h.bridge.output_queue_bytes(cp_switch::PortId(0), 5), 300);
+    assert_eq!(h.bridge.port_queue_bytes(cp_switch::PortId(0)), (500, 0));
+    assert_eq!(h.bridge.port_queue_bytes(cp_switch::PortId(1)), (0, 0));
+    assert_eq!(h.bridge.port_queue_bytes(cp_switch::PortId(9)), (0, 0));
 }
 
 #[test]

@@ -1278,13 +1278,7 @@ impl<X: SimNode> Sim<X> {
         for n in &mut self.nodes {
             if let Body::Switch(s) = &mut n.body {
                 for p in 0..s.bridge.num_ports() {
-                    let pid = PortId(p as u16);
-                    let mut o = 0;
-                    let mut i = 0;
-                    for prio in 0..8 {
-                        o += s.bridge.output_queue_bytes(pid, prio);
-                        i += s.bridge.input_queue_bytes(pid, prio);
-                    }
+                    let (o, i) = s.bridge.port_queue_bytes(PortId(p as u16));
                     s.out_hist[p].record(o);
                     s.in_hist[p].record(i);
                 }
