@@ -28,9 +28,9 @@
 //! memo, −1.2 %, outputs byte for byte the same), 395.6 M once the 10 µs queue sampling read
 //! each port's sum over priorities and only counted zero samples (`sim::stats`, −1.8 %; the
 //! sampling itself had cost 12.6 M, 3.1 %, measured with `sample_interval = "1s"`). The same
-//! 408.0 M build took 0.49-0.57 s of CPU
-//! per simulated second on a later, slower host of the same kind (two cores, idle): CPU
-//! figures compare builds only when taken side by side, on one host, in one sitting.
+//! 408.0 M build took 0.49-0.57 s of CPU per simulated second on a later, slower host of the
+//! same kind (two cores, idle): CPU figures compare builds only when taken side by side, on
+//! one host, in one sitting.
 //!
 //! Each step's own A/B is in the commit that made it and the module it changed
 //! (`Cargo.toml`, `sim::queue`, `sim::host`, `rp_agent::agent`'s memo, `daemon_kit`'s sorted
