@@ -133,39 +133,15 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
     // congestion point, in scenario time, reported and not judged (like the flows' totals).
     // A share that differs from the model's may come from another congestion point's cuts
     // (an upstream queue the model never filled), which the flows' totals do not show.
-    let cps = |s: &Summary| s.congestion_points.len();
-    if cps(netns).max(cps(sim)) > 1 {
-        let mut pairs = std::collections::BTreeSet::new();
-        for s in [netns, sim] {
-            for c in &s.congestion_points {
-                pairs.extend(c.flows.keys().map(|f| (f.clone(), c.cp.clone())));
-            }
-        }
-        let rate = |s: &Summary, f: &str, cp: &str| -> f64 {
-            let [a, b] = s.steady_window_s;
-            let n = s
-                .congestion_points
-                .iter()
-                .find(|c| c.cp == cp)
-                .and_then(|c| c.flows.get(f))
-                .copied()
-                .unwrap_or(0);
-            if b > a {
-                n as f64 / (b - a)
-            } else {
-                0.0
-            }
-        };
-        for (f, cp) in &pairs {
-            push(
-                format!("CNMs/s {f} from {cp}"),
-                Some(rate(netns, f, cp) * k),
-                Some(rate(sim, f, cp)),
-                Some(TWIN_CNM_FLOOR),
-                None,
-                None,
-            );
-        }
+    for (metric, n, s) in cnm_rows_by_cp(netns, sim) {
+        push(
+            metric,
+            Some(n * k),
+            Some(s),
+            Some(TWIN_CNM_FLOOR),
+            None,
+            None,
+        );
     }
     let faithful = metrics.iter().all(|m| m.ok);
     // A netns schedule compressed below S (`scenario.netns.duration`) gives the steady window
@@ -190,6 +166,47 @@ pub fn twin(netns: &Summary, sim: &Summary, others: &[Summary], th: &TwinThresho
         faithful,
         note,
     }
+}
+
+/// Where the CNMs came from, when more than one congestion point sent any: one row per flow
+/// and congestion point, `(metric, netns CNMs/s, simulator CNMs/s)`, each over its run's
+/// steady window (netns in its own time: the caller scales it), 0 where a run's point sent the
+/// flow none. A share that differs from the model's may come from another point's cuts (an
+/// upstream queue the model never filled), which the flows' totals do not show; the rows are
+/// reported, not judged. None with a single point: the flows' totals say it all.
+fn cnm_rows_by_cp(netns: &Summary, sim: &Summary) -> Vec<(String, f64, f64)> {
+    if netns
+        .congestion_points
+        .len()
+        .max(sim.congestion_points.len())
+        < 2
+    {
+        return Vec::new();
+    }
+    let mut pairs = std::collections::BTreeSet::new();
+    for s in [netns, sim] {
+        for c in &s.congestion_points {
+            pairs.extend(c.flows.keys().map(|f| (f.clone(), c.cp.clone())));
+        }
+    }
+    let rate = |s: &Summary, f: &str, cp: &str| {
+        let [a, b] = s.steady_window_s;
+        let n = s
+            .congestion_points
+            .iter()
+            .find(|c| c.cp == cp)
+            .and_then(|c| c.flows.get(f))
+            .copied()
+            .unwrap_or(0);
+        super::metrics::cnm_per_s(&[(a, n)], a, b)
+    };
+    pairs
+        .into_iter()
+        .map(|(f, cp)| {
+            let (n, s) = (rate(netns, &f, &cp), rate(sim, &f, &cp));
+            (format!("CNMs/s {f} from {cp}"), n, s)
+        })
+        .collect()
 }
 
 /// A metric judged against the simulator's spread over its seeds (`sim`, then `others`):
