@@ -461,24 +461,30 @@ impl Agent {
     /// others are queued for the host with the priority tag and any CN-TAG removed (see
     /// [`Agent::poll_host`]).
     pub fn handle_uplink(&mut self, now: Instant, frame: &[u8]) {
-        self.uplink_frame(now, Src::Shared(frame));
+        let _ = self.uplink_frame(now, Src::Shared(frame));
     }
 
     /// [`Agent::handle_uplink`] for a frame in a buffer of the caller's: a frame queued for the
     /// host moves into the queue without a copy (its tags are removed in place) and `frame`
     /// gets a spare buffer in exchange (contents unspecified, possibly without capacity) to
     /// receive the next frame into; any other frame is left in `frame` as it was.
-    pub fn handle_uplink_buf(&mut self, now: Instant, frame: &mut Vec<u8>) {
-        self.uplink_frame(now, Src::Owned(frame));
+    ///
+    /// Returns whether the frame was queued for the host, that is whether `frame` now holds a
+    /// spare. A frame queued for the host changes nothing [`Agent::poll_timeout`] reads once
+    /// [`Agent::poll_host`] has taken it; a consumed control frame (CNM, PAUSE, rate feedback)
+    /// may move it.
+    pub fn handle_uplink_buf(&mut self, now: Instant, frame: &mut Vec<u8>) -> bool {
+        self.uplink_frame(now, Src::Owned(frame))
     }
 
-    /// [`Agent::handle_uplink`] and [`Agent::handle_uplink_buf`].
-    fn uplink_frame(&mut self, now: Instant, src: Src<'_>) {
+    /// [`Agent::handle_uplink`] and [`Agent::handle_uplink_buf`]: whether the frame was
+    /// queued for the host.
+    fn uplink_frame(&mut self, now: Instant, src: Src<'_>) -> bool {
         let frame = src.bytes();
         self.stats.uplink_rx_frames += 1;
         let Ok(info) = walk(frame) else {
             self.stats.uplink_malformed += 1;
-            return;
+            return false;
         };
         match info.ethertype {
             EtherType::Cnm => self.handle_cnm(now, frame),
@@ -508,11 +514,11 @@ impl Agent {
             _ => {
                 if frame.len() > MAX_FRAME {
                     self.stats.uplink_malformed += 1;
-                    return;
+                    return false;
                 }
                 if self.host_bytes + frame.len() as u64 > self.cfg.host_queue_limit.get() {
                     self.stats.host_queue_full += 1;
-                    return;
+                    return false;
                 }
                 let mut b = match src {
                     Src::Shared(f) => self.pool.take(f),
@@ -521,8 +527,10 @@ impl Agent {
                 let start = strip_in_place(&mut b, &info, self.cfg.vid);
                 self.host_bytes += (b.len() - start) as u64;
                 self.host_q.push_back((start, b));
+                return true;
             }
         }
+        false
     }
 
     /// Frames due on the uplink now, paced per flow by its limiter and across flows by the
@@ -1280,6 +1288,44 @@ mod tests {
             true
         });
         out
+    }
+
+    /// `handle_uplink_buf` says which frames it queued for the host (their buffer moved and a
+    /// spare came back) and which it consumed or dropped (the buffer is the caller's still),
+    /// and a queued frame leaves `poll_timeout` as it was once the host has taken it.
+    #[test]
+    fn uplink_buf_says_whether_the_frame_went_to_the_host() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1_000_000);
+        let f = frame(PEER, 100);
+        a.handle_host(t, &f).unwrap();
+        let up = send_all(&mut a, t);
+        let before = a.poll_timeout();
+        let mut down = Vec::new();
+        tag_for_uplink(&frame(HOST, 80), 3, 0, Some(5), &mut down).unwrap();
+        let mut buf = down.clone();
+        assert!(a.handle_uplink_buf(t, &mut buf));
+        assert_eq!(a.poll_timeout(), Some(Instant::ZERO));
+        let mut got = Vec::new();
+        a.poll_host(t, &mut |f| {
+            got.push(f.to_vec());
+            true
+        });
+        assert_eq!(got, vec![frame(HOST, 80)]);
+        assert_eq!(a.poll_timeout(), before);
+        // Consumed (a CNM: the flow gets a limiter) or not for this host: the buffer stays.
+        let cnm = cnm_about(&up[0], 32);
+        let mut buf = cnm.clone();
+        assert!(!a.handle_uplink_buf(t, &mut buf));
+        assert_eq!(buf, cnm);
+        assert_eq!(a.stats().limiters_created, 1);
+        let other = frame(PEER, 80);
+        let mut buf = other.clone();
+        assert!(!a.handle_uplink_buf(t, &mut buf));
+        assert_eq!(buf, other);
+        let mut buf = vec![0u8; 3];
+        assert!(!a.handle_uplink_buf(t, &mut buf));
+        assert_eq!(a.stats().uplink_malformed, 1);
     }
 
     #[test]

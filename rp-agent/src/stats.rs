@@ -10,12 +10,12 @@ fn ser_instant<S: serde::Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Erro
 }
 
 fn ser_cpid<S: serde::Serializer>(c: &CpId, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(c)
+    c.serialize(s)
 }
 
 fn ser_opt_cpid<S: serde::Serializer>(c: &Option<CpId>, s: S) -> Result<S::Ok, S::Error> {
     match c {
-        Some(c) => s.collect_str(c),
+        Some(c) => c.serialize(s),
         None => s.serialize_none(),
     }
 }

@@ -145,8 +145,9 @@ impl CpId {
 }
 
 impl fmt::Display for CpId {
+    /// Sixteen lower-case hex digits.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
+        f.write_str(super::hex_text(&self.0.to_be_bytes(), None, &mut [0; 16]))
     }
 }
 
@@ -166,8 +167,9 @@ impl FromStr for CpId {
 }
 
 impl serde::Serialize for CpId {
+    /// The `Display` text.
     fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(super::hex_text(&self.0.to_be_bytes(), None, &mut [0; 16]))
     }
 }
 

@@ -69,13 +69,9 @@ impl EthernetAddress {
 }
 
 impl fmt::Display for EthernetAddress {
+    /// `aa:bb:cc:dd:ee:ff`, lower-case.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let a = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            a[0], a[1], a[2], a[3], a[4], a[5]
-        )
+        f.write_str(super::hex_text(&self.0, Some(b':'), &mut [0; 17]))
     }
 }
 
@@ -103,8 +99,9 @@ impl FromStr for EthernetAddress {
 }
 
 impl serde::Serialize for EthernetAddress {
+    /// The `Display` text.
     fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(super::hex_text(&self.0, Some(b':'), &mut [0; 17]))
     }
 }
 

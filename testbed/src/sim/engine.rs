@@ -1122,15 +1122,24 @@ impl<X: SimNode> Sim<X> {
         }
         self.stats.deliveries += 1;
         // A core that keeps the frame takes its buffer and gives a spare back (no copy).
-        match &mut self.nodes[to].body {
-            Body::Switch(s) => s
-                .bridge
-                .handle_frame_buf(now, PortId(port as u16), &mut buf),
+        let moved = match &mut self.nodes[to].body {
+            Body::Switch(s) => {
+                s.bridge
+                    .handle_frame_buf(now, PortId(port as u16), &mut buf);
+                true
+            }
             Body::Host(h) => h.handle_frame(now, &mut buf),
-            Body::Custom(x) => x.handle_frame(now, port, &buf),
-        }
+            Body::Custom(x) => {
+                x.handle_frame(now, port, &buf);
+                true
+            }
+        };
         self.pool.push(buf);
-        self.reschedule(to, None);
+        // A node's wake-up follows its `poll_timeout` as it was at its last reschedule; a
+        // host that says its timeout has not moved keeps it (a receiver taking data frames).
+        if moved {
+            self.reschedule(to, None);
+        }
     }
 
     /// Polls node `n` and schedules its next wake-up.

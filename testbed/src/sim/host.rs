@@ -249,9 +249,16 @@ impl HostNode {
     /// A frame the agent queues for the host goes on to the applications at once, as
     /// [`HostNode::poll`] would hand it at this very instant: the host then has no wake-up to
     /// schedule for it (a receiver of the dumbbell is polled only when its own timers are due).
-    pub fn handle_frame(&mut self, now: Instant, frame: &mut Vec<u8>) {
-        self.agent.handle_uplink_buf(now, frame);
+    ///
+    /// Returns whether [`HostNode::poll_timeout`] may have moved. It has not when the agent
+    /// queued the frame for the host and no TCP endpoint was there to take it: the agent's
+    /// timers and queues towards the network are as they were (only its queue for the host
+    /// changed, and the sink emptied it), and so are the generators. A control frame (CNM,
+    /// PAUSE, rate feedback) or a segment for a TCP endpoint may move it.
+    pub fn handle_frame(&mut self, now: Instant, frame: &mut Vec<u8>) -> bool {
+        let for_host = self.agent.handle_uplink_buf(now, frame);
         self.hand_to_apps(now);
+        !for_host || self.tcp.is_some()
     }
 
     /// Frames the agent has for the host to the TCP endpoints, or else to the sink.
