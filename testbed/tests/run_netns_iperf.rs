@@ -192,13 +192,13 @@ fn netns_incast_rounds_complete() {
     );
     assert!(r.rounds.len() >= 2, "{r:?}");
     assert!(r.goodput_bps() > 0.0);
-    // Every incast host's kernel had the scenario's RTOmin × S on its TAP route (the batch
-    // the run gave `ip`, which fails the run if `ip` refuses it).
+    // Every incast host's kernel had the scenario's RTOmin × S and Reno on its TAP route (the
+    // batch the run gave `ip`, which fails the run if `ip` refuses it).
     for h in ["c0", "s00", "s15"] {
         let batch = std::fs::read_to_string(dir.join(format!("neigh-{h}.batch"))).unwrap();
         assert!(
             batch.contains("dev qcn0 proto kernel scope link src 10.77.")
-                && batch.contains(" rto_min 2000ms initcwnd 2\n"),
+                && batch.contains(" rto_min 2000ms initcwnd 2 congctl lock reno\n"),
             "{h}: {batch}"
         );
     }
