@@ -1060,4 +1060,65 @@ mod tests {
         // The order a turn stepped in is the order left after it.
         assert_eq!(seen, ["bca", "cab", "abc"]);
     }
+
+    /// A generator whose loop wakes up past the end of its drain, with frames still queued in
+    /// its agent, reports and sends nothing more: the far end of its line received exactly the
+    /// report's `uplink.tx_frames`, and what it handed over is that plus `unsent`. (The turn
+    /// that wrote the report at its start used to send that turn's due frames afterwards, so a
+    /// descheduled loop put frames on the wire that no report counted.)
+    #[test]
+    fn a_generator_sends_nothing_after_its_report() {
+        let clock = WarpClock::stopped(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let (up, down) = PipePort::pair_named(4096, "up0", "down0");
+        // 8 Mb/s offered for 100 ms into a 1 Mb/s line: about 100 frames, of which the line
+        // carries 125 a second, so a drain of up to one second ends with frames still queued
+        // only when the loop oversleeps it.
+        let args = gen_args(&[
+            "--pattern",
+            "cbr:8mbit",
+            "--size",
+            "1000",
+            "--line-rate",
+            "1mbit",
+            "--duration",
+            "100ms",
+            "--json",
+        ]);
+        let out = dir.path().join("gen.json");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let mut g =
+            GenHost::with_port(&args, Box::new(up), mac, Out::file(&out).unwrap(), T0).unwrap();
+        // Run 120 ms in 1 ms steps: the generator stops at 100 ms and starts draining.
+        for _ in 0..120 {
+            g.step(&clock).unwrap();
+            clock.advance(Duration::from_millis(1));
+        }
+        assert!(!g.is_done());
+        // The loop oversleeps the drain's end by far.
+        clock.advance(Duration::from_secs(5));
+        let mut turns = 0;
+        while !g.is_done() {
+            g.step(&clock).unwrap();
+            turns += 1;
+            assert!(turns < 10, "the generator never finished");
+        }
+        g.finish(clock.now()).unwrap();
+        let mut received = 0u64;
+        let mut down = down;
+        while down.recv_batch(64, &mut |_| received += 1).unwrap() > 0 {}
+        let r = read(&out);
+        let n = |v: &Value| v.as_u64().unwrap();
+        let (sent, tx, unsent) = (
+            n(&r["end"]["sum"]["frames"]),
+            n(&r["end"]["uplink"]["tx_frames"]),
+            n(&r["end"]["unsent"]),
+        );
+        assert!(unsent > 0, "the drain ended with nothing queued: {r}");
+        assert_eq!(sent, tx + unsent, "{r}");
+        assert_eq!(
+            received, tx,
+            "the line carried frames the report does not count"
+        );
+    }
 }
