@@ -695,6 +695,31 @@ impl Agent {
         t
     }
 
+    /// Discards the host frames queued on flow `flow` (a [`FlowView::flow`]) and returns how
+    /// many there were: an application that stopped and reported them unsent takes them back,
+    /// so that none leaves after its report. The flow itself, its limiter and its counters
+    /// stay; an unknown flow has none.
+    pub fn discard_queued(&mut self, flow: u32) -> u64 {
+        let Agent {
+            flows,
+            pool,
+            backlog_frames,
+            ..
+        } = self;
+        let Some(f) = flows.get_mut(flow as usize).and_then(Option::as_mut) else {
+            return 0;
+        };
+        let n = f.queue.len();
+        for (start, b, _) in f.queue.drain(..) {
+            let len = b.len() - start;
+            pool.give_frame_of(b, len);
+        }
+        f.qbytes = 0;
+        // The round-robin ring drops the flow when it next comes round to its empty queue.
+        *backlog_frames -= n;
+        n as u64
+    }
+
     /// Every flow, for `ctl show flows`.
     pub fn flows(&self) -> Vec<FlowView> {
         let line = self.cfg.line_rate.bps();
@@ -1288,6 +1313,32 @@ mod tests {
             true
         });
         out
+    }
+
+    /// Discarded frames never leave: the flow's queue is empty, its limit free again, and the
+    /// agent has nothing due; another flow's frames are untouched.
+    #[test]
+    fn discarded_frames_never_leave() {
+        let mut a = Agent::new(cfg(Rate::from_gbps(1)), Rng::new(1)).unwrap();
+        let t = Instant::from_nanos(1_000_000);
+        for _ in 0..3 {
+            a.handle_host(t, &frame(PEER, 100)).unwrap();
+        }
+        // The line takes one frame at t; two wait for it.
+        assert_eq!(send_all(&mut a, t).len(), 1);
+        let views = a.flows();
+        assert_eq!(views.len(), 1);
+        assert_eq!(views[0].queued_frames, 2);
+        assert_eq!(a.discard_queued(views[0].flow + 1), 0);
+        assert_eq!(a.discard_queued(views[0].flow), 2);
+        assert_eq!(a.flows()[0].queued_frames, 0);
+        assert_eq!(a.flows()[0].queued_bytes, 0);
+        assert_eq!(a.poll_timeout(), None);
+        assert!(send_all(&mut a, t + Duration::from_millis(1)).is_empty());
+        // The flow goes on: a new frame is taken and sent.
+        a.handle_host(t, &frame(PEER, 100)).unwrap();
+        assert_eq!(send_all(&mut a, t + Duration::from_millis(2)).len(), 1);
+        assert_eq!(a.flows()[0].tx_frames, 2);
     }
 
     /// `handle_uplink_buf` says which frames it queued for the host (their buffer moved and a

@@ -1121,4 +1121,63 @@ mod tests {
             "the line carried frames the report does not count"
         );
     }
+
+    /// Two generators share a host's agent and line; the first stops early and its drain ends
+    /// with frames still queued. Those frames are reported unsent and never leave, though the
+    /// second generator keeps the host running: its far end received exactly what the first
+    /// one's report says went out (sent − unsent).
+    #[test]
+    fn a_stopped_member_s_unsent_frames_stay_unsent() {
+        let clock = WarpClock::stopped(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let (up, down) = PipePort::pair_named(1 << 16, "up0", "down0");
+        let common = ["--size", "1000", "--line-rate", "1mbit", "--json"];
+        // Greedy for 100 ms into a 1 Mb/s line: the agent's 256 KB queue fills, and one second
+        // of drain (125 frames at most) cannot empty it.
+        let a = gen_args(&[&["--duration", "100ms"][..], &common].concat());
+        let out_a = dir.path().join("gen-a.json");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let mut g =
+            GenHost::with_port(&a, Box::new(up), mac, Out::file(&out_a).unwrap(), T0).unwrap();
+        let b = [
+            &["--uplink", "up0", "--dst", "02:00:00:00:00:03"][..],
+            &["--pattern", "cbr:100kbit", "--duration", "2s"],
+            &common,
+        ]
+        .concat();
+        let out_b = dir.path().join("gen-b.json");
+        g.join(
+            &GenLine::try_parse_from(b).unwrap().args,
+            Out::file(&out_b).unwrap(),
+            T0,
+        )
+        .unwrap();
+        let mut steps = 0;
+        while !g.is_done() {
+            g.step(&clock).unwrap();
+            clock.advance(Duration::from_millis(1));
+            steps += 1;
+            assert!(steps < 10_000, "the generators never finished");
+        }
+        g.finish(clock.now()).unwrap();
+        let (mut to_a, mut to_b) = (0u64, 0u64);
+        let mut down = down;
+        while down
+            .recv_batch(64, &mut |f| match f[5] {
+                2 => to_a += 1,
+                3 => to_b += 1,
+                _ => {}
+            })
+            .unwrap()
+            > 0
+        {}
+        let n = |v: &Value| v.as_u64().unwrap();
+        let (ra, rb) = (read(&out_a), read(&out_b));
+        let (sent_a, unsent_a) = (n(&ra["end"]["sum"]["frames"]), n(&ra["end"]["unsent"]));
+        assert!(unsent_a > 0, "the first drain emptied its queue: {ra}");
+        assert_eq!(to_a, sent_a - unsent_a, "{ra}");
+        let (sent_b, unsent_b) = (n(&rb["end"]["sum"]["frames"]), n(&rb["end"]["unsent"]));
+        assert!(sent_b > 0);
+        assert_eq!(to_b, sent_b - unsent_b, "{rb}");
+    }
 }

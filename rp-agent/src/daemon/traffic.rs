@@ -481,6 +481,34 @@ impl GenHost {
             (mb.start, elapsed),
             &mut mb.out,
         );
+        self.discard_unsent(m);
+    }
+
+    /// Takes back the frames member `m` reported unsent, so that none leaves after its report
+    /// while the host's other members go on: the agent discards its flows' queues, except a
+    /// flow that a member not yet done shares (its frames are that member's too).
+    fn discard_unsent(&mut self, m: usize) {
+        let views = self.agent.flows();
+        let flows_of = |mb: &Member| -> Vec<u32> {
+            mb.report
+                .limiters(&views, mb.count)
+                .iter()
+                .map(|(v, _)| v.flow)
+                .collect()
+        };
+        let Some(mine) = self.members.get(m).map(flows_of) else {
+            return;
+        };
+        let shared: Vec<u32> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(k, mb)| *k != m && mb.phase != Phase::Done)
+            .flat_map(|(_, mb)| flows_of(mb))
+            .collect();
+        for f in mine.into_iter().filter(|f| !shared.contains(f)) {
+            self.agent.discard_queued(f);
+        }
     }
 
     /// One turn of the loop: sources into the agent, the uplink both ways, control requests,
