@@ -514,11 +514,10 @@ impl GenHost {
     /// One turn of the loop: sources into the agent, the uplink both ways, control requests,
     /// the reports' intervals. Each generator stops by itself at the end of its `--duration`.
     pub fn step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
+        // Members whose time is up report here; their unsent frames leave the agent with the
+        // report (`discard_unsent`), so what this turn sends below is only frames still counted
+        // by a report to come.
         self.members_lifecycle(clock.now());
-        // Reports written just now counted the uplink as it stands: nothing more goes out
-        // (a loop woken past its drain's end would otherwise send that turn's due frames
-        // after the last report, frames on the wire that no report counts).
-        self.settle_phase();
         let r = match self.phase {
             Phase::Running => self.run_step(clock),
             Phase::Draining { until } => {
@@ -538,15 +537,10 @@ impl GenHost {
             }
             Phase::Done => Ok(()),
         };
-        self.settle_phase();
-        r
-    }
-
-    /// The host is done once every member has written its report.
-    fn settle_phase(&mut self) {
         if self.members.iter().all(|m| m.phase == Phase::Done) {
             self.phase = Phase::Done;
         }
+        r
     }
 
     fn run_step(&mut self, clock: &dyn Clock) -> Result<(), DaemonError> {
