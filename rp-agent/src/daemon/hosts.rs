@@ -1180,4 +1180,63 @@ mod tests {
         assert!(sent_b > 0);
         assert_eq!(to_b, sent_b - unsent_b, "{rb}");
     }
+
+    /// A greedy generator whose agent queue the line emptied in the turn that refused its next
+    /// frame (the loop woke 10 ms late and the pacers caught up) is due again within one pacing
+    /// quantum. The agent then has nothing queued and so no deadline; the generator used to wait
+    /// the loop's longest sleep, 10 ms, while the line idled (the outlier windows of the pacing
+    /// benchmark, 5-55 % off).
+    #[test]
+    fn a_held_frame_the_agent_has_room_for_is_due_within_a_quantum() {
+        let clock = WarpClock::stopped(T0);
+        let dir = tempfile::tempdir().unwrap();
+        let (up, mut down) = PipePort::pair_named(4096, "up0", "down0");
+        // A queue of six 1500-octet frames, the daemons' 5 ms of catch-up.
+        let conf = dir.path().join("agent.toml");
+        let toml = "queue_limit = \"9216B\"\ncatch_up = \"5ms\"\nwire_overhead = false\n";
+        std::fs::write(&conf, toml).unwrap();
+        let conf = conf.to_str().unwrap();
+        let args = gen_args(&[
+            "--size",
+            "1500",
+            "--line-rate",
+            "100mbit",
+            "--config",
+            conf,
+            "--json",
+        ]);
+        let out = dir.path().join("gen.json");
+        let mac = EthernetAddress([2, 0, 0, 0, 1, 0]);
+        let mut g =
+            GenHost::with_port(&args, Box::new(up), mac, Out::file(&out).unwrap(), T0).unwrap();
+        // The first turn fills the agent's queue (a frame leaves at once) and holds the next.
+        g.step(&clock).unwrap();
+        let now = clock.now();
+        assert!(
+            g.deadline(now) > now,
+            "the queue is full: nothing to do at once"
+        );
+        // Woken 10 ms late: the refused frame is refused again, then the line, 5 ms of
+        // catch-up at 100 Mb/s (62.5 kB), takes the whole queue.
+        clock.advance(Duration::from_millis(10));
+        g.step(&clock).unwrap();
+        let mut sent = 0;
+        while down.recv_batch(64, &mut |_| sent += 1).unwrap() > 0 {}
+        let now = clock.now();
+        let quantum = super::super::run::PACE_QUANTUM;
+        assert!(sent > 2, "the line took {sent} frames");
+        assert!(
+            g.deadline(now) <= now + quantum,
+            "due {:?} after the turn, with room for the held frame",
+            g.deadline(now).saturating_since(now)
+        );
+        // And the next turn sends again.
+        clock.advance(quantum);
+        g.step(&clock).unwrap();
+        clock.advance(Duration::from_millis(1));
+        g.step(&clock).unwrap();
+        let mut more = 0;
+        while down.recv_batch(64, &mut |_| more += 1).unwrap() > 0 {}
+        assert!(more > 0, "nothing sent after the held frame was taken");
+    }
 }

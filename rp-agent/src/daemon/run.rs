@@ -387,15 +387,8 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
                 continue;
             }
             let now = self.clock.now();
-            let mut deadline = now + MAX_SLEEP;
-            if let Some(t) = self.agent.poll_timeout() {
-                // Without an uplink the pacers' deadlines cannot be met: only the host side
-                // and housekeeping wake the loop.
-                if self.uplink.is_some() || t > now {
-                    deadline = deadline.min(t.max(now + PACE_QUANTUM));
-                }
-            }
-            let tap_fd = if self.held.may_offer(&self.agent) {
+            let (deadline, read_tap) = self.next_wake(now);
+            let tap_fd = if read_tap {
                 self.tap.raw_fd().unwrap_or(-1)
             } else {
                 -1
@@ -408,6 +401,29 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
             }
         }
         Ok(())
+    }
+
+    /// The latest instant the loop sleeps to, seen at `now`, and whether a readable host port
+    /// wakes it earlier (not while frames are held: it is not read then).
+    ///
+    /// Held frames wait for room in the agent's queues, which only the agent's departures
+    /// make: its own deadline covers them while it has frames queued. A line that took the
+    /// whole queue in the turn that held the frames (a loop woken late, its pacers catching
+    /// up) leaves the agent with no deadline at all; the held frames are then offered within
+    /// a pacing quantum rather than after the longest sleep, which idled the line for 10 ms.
+    fn next_wake(&self, now: Instant) -> (Instant, bool) {
+        let mut deadline = now + MAX_SLEEP;
+        if let Some(t) = self.agent.poll_timeout() {
+            // Without an uplink the pacers' deadlines cannot be met: only the host side
+            // and housekeeping wake the loop.
+            if self.uplink.is_some() || t > now {
+                deadline = deadline.min(t.max(now + PACE_QUANTUM));
+            }
+        }
+        if !self.held.is_empty() && self.agent.can_accept() {
+            deadline = deadline.min(now + PACE_QUANTUM);
+        }
+        (deadline, self.held.may_offer(&self.agent))
     }
 
     /// One iteration without the sleep; true when a port had more to give or take.

@@ -245,3 +245,53 @@ fn survives_the_uplinks_loss_and_keeps_its_flows() {
     assert_eq!(st["uplink"]["io"]["tx_frames"], 2, "{st}");
     lab.stop();
 }
+
+/// The agent's queue emptied by the line in the turn that held host frames (the loop woke
+/// 10 ms late; 5 ms of catch-up at 100 Mb/s is 62.5 kB, more than the queue holds): the
+/// held frames are offered again within a pacing quantum. The agent has nothing queued and
+/// so no deadline, and the TAP is not read while frames are held; the loop used to sleep its
+/// longest sleep, 10 ms, with the line idle.
+#[test]
+fn held_frames_with_room_again_are_offered_within_a_quantum() {
+    let clock = WarpClock::stopped(T0);
+    let cfg = AgentConfig {
+        line_rate: Rate::from_mbps(100),
+        wire_overhead: false,
+        catch_up: Duration::from_millis(5),
+        queue_limit: cnm_proto::Bytes::new(rp_agent::config::MAX_FRAME as u64),
+        mac: Some(HOST),
+        ..AgentConfig::default()
+    };
+    let agent = Agent::new(cfg, Rng::new(3)).unwrap();
+    let (tap, mut host) = PipePort::pair_named(256, "tap0", "host");
+    let (up, mut net) = PipePort::pair_named(256, "up0", "net");
+    let reopener = Reopener::start(
+        PipeOpener(Plugs::default()),
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap();
+    let (_req_tx, req_rx) = ctl::channel();
+    let mut lp = HostLoop::new(agent, tap, Some(up), "up0", reopener, clock.clone(), req_rx);
+    for i in 0..32 {
+        host.send(&host_frame(1500, i)).unwrap();
+    }
+    host.flush().unwrap();
+    // The first turn fills the queue (six frames; one leaves at once) and holds the rest.
+    lp.step().unwrap();
+    let now = clock.now();
+    let (deadline, read_tap) = lp.next_wake(now);
+    assert!(!read_tap, "frames are held: the TAP waits");
+    assert!(deadline > now);
+    clock.advance(Duration::from_millis(10));
+    lp.step().unwrap();
+    let mut sent = 0;
+    while net.recv_batch(64, &mut |_| sent += 1).unwrap() > 0 {}
+    assert!(sent >= 6, "the line took {sent} frames");
+    let now = clock.now();
+    let (deadline, _) = lp.next_wake(now);
+    assert!(
+        deadline <= now + PACE_QUANTUM,
+        "due {:?} after the turn, with room for the held frames",
+        deadline.saturating_since(now)
+    );
+}
