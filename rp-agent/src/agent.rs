@@ -446,6 +446,11 @@ impl Agent {
         Ok(())
     }
 
+    /// Host frames queued on the flows, not yet sent up.
+    pub fn queued_frames(&self) -> usize {
+        self.backlog_frames
+    }
+
     /// False after a `Backpressure` refusal until the refused frame's flow has room for it.
     pub fn can_accept(&self) -> bool {
         match self.blocked {

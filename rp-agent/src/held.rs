@@ -70,6 +70,16 @@ impl HeldFrames {
         self.queue.is_empty() && agent.can_accept()
     }
 
+    /// True when frames are held, the agent has room for them again, and it has nothing
+    /// queued whose departure would wake the producer: the producer must retry now, as no
+    /// deadline of the agent's will come. A line that sent the whole queue in the turn that
+    /// refused the frame (a loop woken late, its pacers catching up) leaves exactly this;
+    /// waiting for the agent's next deadline then waited for nothing (in the daemons, their
+    /// longest sleep, 10 ms, the line idle).
+    pub fn stranded(&self, agent: &Agent) -> bool {
+        !self.queue.is_empty() && agent.queued_frames() == 0 && agent.can_accept()
+    }
+
     /// Offers the held frames again, oldest first, until the agent refuses one with
     /// backpressure. `done(tag, len, result)` is called for every frame that leaves the queue:
     /// accepted (`Ok`) or refused for good (`Err`).
@@ -303,5 +313,39 @@ mod tests {
         held.retry(&mut agent, now, &mut |t, n, r| left.push((t, n, r)));
         assert_eq!(left, vec![(3, 3000, Ok(()))]);
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn held_frames_are_stranded_only_when_nothing_queued_can_wake_their_producer() {
+        // A queue of one 9000-octet frame on a 10 Mb/s line.
+        let cfg = AgentConfig {
+            line_rate: Rate::from_mbps(10),
+            queue_limit: Bytes::new(crate::config::MAX_FRAME as u64),
+            wire_overhead: false,
+            ..AgentConfig::default()
+        };
+        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        let now = Instant::from_nanos(1_000);
+        let mut held = HeldFrames::new();
+        assert!(!held.stranded(&agent), "nothing held");
+        assert_eq!(
+            held.offer(&mut agent, now, 1, &frame(9000, 1)),
+            Offered::Accepted
+        );
+        assert_eq!(
+            held.offer(&mut agent, now, 2, &frame(9000, 2)),
+            Offered::Held
+        );
+        // The queued frame's departure will wake the producer.
+        assert!(!held.stranded(&agent));
+        // The line sends it: nothing queued, room for the held frame, no deadline left.
+        agent.poll_uplink(now, &mut |_| true);
+        assert_eq!(agent.queued_frames(), 0);
+        assert_eq!(agent.poll_timeout(), None);
+        assert!(held.stranded(&agent));
+        let mut left = Vec::new();
+        held.retry(&mut agent, now, &mut |t, _, r| left.push((t, r)));
+        assert_eq!(left, vec![(2, Ok(()))]);
+        assert!(!held.stranded(&agent), "nothing held any more");
     }
 }

@@ -407,10 +407,8 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
     /// wakes it earlier (not while frames are held: it is not read then).
     ///
     /// Held frames wait for room in the agent's queues, which only the agent's departures
-    /// make: its own deadline covers them while it has frames queued. A line that took the
-    /// whole queue in the turn that held the frames (a loop woken late, its pacers catching
-    /// up) leaves the agent with no deadline at all; the held frames are then offered within
-    /// a pacing quantum rather than after the longest sleep, which idled the line for 10 ms.
+    /// make: its own deadline covers them while it has frames queued, and
+    /// [`HeldFrames::stranded`] when it has none.
     fn next_wake(&self, now: Instant) -> (Instant, bool) {
         let mut deadline = now + MAX_SLEEP;
         if let Some(t) = self.agent.poll_timeout() {
@@ -420,7 +418,7 @@ impl<T: Port, U: Port + Send + 'static, C: Clock> HostLoop<T, U, C> {
                 deadline = deadline.min(t.max(now + PACE_QUANTUM));
             }
         }
-        if !self.held.is_empty() && self.agent.can_accept() {
+        if self.held.stranded(&self.agent) {
             deadline = deadline.min(now + PACE_QUANTUM);
         }
         (deadline, self.held.may_offer(&self.agent))

@@ -650,11 +650,10 @@ impl GenHost {
                     let range = mb.first..mb.first + mb.count;
                     for (s, h) in self.sources[range.clone()].iter().zip(&self.held[range]) {
                         // One waiting on its refused frame goes on when the agent's queues
-                        // move (the agent's own deadline), or within a quantum when they
-                        // have moved already: a line that took its whole queue in the turn
-                        // that refused the frame leaves the agent with no deadline at all.
+                        // move (the agent's own deadline), or within a quantum when nothing
+                        // queued is left to move them (`HeldFrames::stranded`).
                         if !h.is_empty() {
-                            if self.agent.can_accept() {
+                            if h.stranded(&self.agent) {
                                 deadline = deadline.min(now + PACE_QUANTUM);
                             }
                             continue;

@@ -291,7 +291,11 @@ impl HostNode {
         let mut t = self.agent.poll_timeout();
         let mut earliest = |x: Instant| t = Some(t.map_or(x, |t: Instant| t.min(x)));
         for app in &self.apps {
-            // A held frame is retried whenever the agent's queue moves (its own timeout).
+            // A held frame is retried whenever the agent's queue moves (its own timeout), or
+            // at once when nothing queued is left to move it.
+            if app.held.stranded(&self.agent) {
+                earliest(Instant::ZERO);
+            }
             if app.held.is_empty() && !app.done {
                 let due = app.src.next_due().max(app.spec.start);
                 if due < app.spec.stop {
