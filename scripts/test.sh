@@ -17,3 +17,11 @@ echo "== cargo build --profile ci (release optimisation without LTO: the binarie
 cargo build --workspace --profile ci --quiet
 echo "== cargo test --profile ci"
 cargo test --workspace --profile ci
+echo "== scripts/build-pgo.sh (the profile-guided build: its outputs must be the plain build's)"
+pgo=0
+scripts/build-pgo.sh || pgo=$?
+if [ "$pgo" = 3 ]; then
+    echo "skipped: the toolchain's llvm-tools (llvm-profdata) could not be installed"
+elif [ "$pgo" != 0 ]; then
+    exit "$pgo"
+fi
