@@ -187,6 +187,9 @@ pub struct Bridge {
     cnm_msdu: usize,
     /// Some CP runs a timer (explicit-rate).
     cp_timers: bool,
+    /// The earliest instant anything the frame being received made due can be due: `None`
+    /// while it made nothing due. See [`Bridge::received_due_floor`].
+    due_floor: Option<Instant>,
     /// Some CP accounts per-flow occupancy of its queue (occupancy culprits).
     cp_occupancy: bool,
     /// Base MAC (the MAC part of every CPID).
@@ -427,6 +430,7 @@ impl Bridge {
             cnm_priority: cfg.cp.cnm_priority,
             cnm_msdu: cfg.cp.cp_min_header_octets,
             cp_timers: cfg.cp.mode == crate::cp::CpMode::ExplicitRate,
+            due_floor: None,
             cp_occupancy: cfg.cp.culprit.uses_occupancy(),
             scratch: Vec::with_capacity(max_frame as usize),
             cp_ports,
@@ -539,9 +543,36 @@ impl Bridge {
         self.receive(now, ingress, Bytes::Owned(frame));
     }
 
+    /// After [`Bridge::handle_frame`] or [`Bridge::handle_frame_buf`]: a lower bound on
+    /// anything that frame made due, or `None` when it made nothing due. The deadline of
+    /// [`Bridge::poll_timeout`] is then at least the earlier of what it was before the frame and
+    /// this bound; with `None` it did not move earlier. A driver that keeps its wake-up at or
+    /// before the last deadline it read may keep it when the bound is not earlier than the
+    /// wake-up, without asking for the deadline again (the simulator does, after each delivery).
+    ///
+    /// What a received frame can make due, and the bound each gives:
+    /// * a frame that becomes the head of its output queue: the instant that queue's port may
+    ///   send it (its arrival, its priority's PAUSE, the port's shaper), exactly as
+    ///   `poll_timeout` reads it; a frame behind another changes no head, and no deadline;
+    /// * a control frame queued (a CNM, PAUSE/PFC, rate feedback), a PAUSE/PFC or LLDP frame
+    ///   received, an input buffer of a lossless port changed (its refresh timer), a CP
+    ///   arrival when CPs run timers: [`Instant::ZERO`], "anything, even now", so the driver
+    ///   reads the deadline again.
+    pub fn received_due_floor(&self) -> Option<Instant> {
+        self.due_floor
+    }
+
+    /// Lowers the bound [`Bridge::received_due_floor`] reports to `t`.
+    #[inline]
+    fn note_due(&mut self, t: Instant) {
+        self.due_floor = Some(self.due_floor.map_or(t, |f| f.min(t)));
+    }
+
     /// [`Bridge::handle_frame`] and [`Bridge::handle_frame_buf`].
     fn receive(&mut self, now: Instant, ingress: PortId, frame: Bytes<'_>) {
         self.last_now = self.last_now.max(now);
+        // A CP with a timer may arm it on any arrival.
+        self.due_floor = self.cp_timers.then_some(Instant::ZERO);
         let i = ingress.index();
         let Some(port) = self.ports.get_mut(i) else {
             return;
@@ -567,12 +598,14 @@ impl Bridge {
         if let Some(mc) = c.mac_control {
             // PAUSE/PFC received: the port's transmitter stops, and its timers run.
             self.busy.insert(i);
+            self.note_due(Instant::ZERO);
             self.mac_control(now, i, &mc);
             return;
         }
         if is_reserved_group(c.dst) {
             // LLDP: a neighbour entry to expire, maybe an LLDPDU to send.
             self.busy.insert(i);
+            self.note_due(Instant::ZERO);
             self.reserved_group(now, i, frame.bytes(), &c);
             return;
         }
@@ -1210,6 +1243,7 @@ impl Bridge {
     fn input_enqueued(&mut self, now: Instant, i: usize, p: usize, o: usize, qlen: u64) {
         if self.ports[i].pause_gen.enabled() {
             self.busy.insert(i);
+            self.note_due(Instant::ZERO);
             if let PauseAction::Send { on } = self.ports[i].pause_gen.update(p, qlen) {
                 self.send_pause(now, i, p, on);
             }
@@ -1533,6 +1567,7 @@ impl Bridge {
             return;
         }
         self.busy.insert(j);
+        self.note_due(Instant::ZERO);
         if let PauseAction::Send { on } = self.ports[j].pause_gen.update(p, bytes) {
             self.send_pause(now, j, p, on);
         }
@@ -1587,9 +1622,18 @@ impl Bridge {
         }
         f.ts = at;
         let q = &mut self.outqs[r];
+        let head = q.is_empty();
         q.push(f);
         let qlen = q.bytes();
-        self.ports[o].backlog |= 1 << p;
+        let port = &mut self.ports[o];
+        port.backlog |= 1 << p;
+        if head {
+            // When `poll_timeout` finds this queue's port ready for it.
+            let ready = at
+                .max(port.pause_rx.until(p))
+                .max(port.shaper.next_free().unwrap_or(Instant::ZERO));
+            self.note_due(ready);
+        }
         self.busy.insert(o);
         self.output_enqueued(at, o, p, qlen);
     }
@@ -1616,6 +1660,7 @@ impl Bridge {
         }
         self.ports[port].ctl.push_back(f);
         self.busy.insert(port);
+        self.note_due(Instant::ZERO);
         true
     }
 
@@ -2118,6 +2163,49 @@ mod tests {
         b.set_port_up(T0 + us(40), PortId(2), false);
         let _ = poll(&mut b, T0 + us(40));
         assert_eq!(b.poll_timeout(), None);
+    }
+
+    #[test]
+    fn the_due_floor_bounds_what_a_received_frame_made_due() {
+        let mut b = bridge();
+        // The flood reaches the idle, unshaped p0 and p1: heads due at once.
+        b.handle_frame(T0, PortId(2), &frame([0xff; 6], mac(2), 100));
+        assert_eq!(b.received_due_floor(), Some(T0));
+        assert_eq!(poll(&mut b, T0).len(), 2);
+        assert_eq!(b.poll_timeout(), None);
+
+        // A frame for the idle p2 is its queue's head, due at once; sent, it holds the 8 Mb/s
+        // line for 124 µs.
+        let to2 = frame(mac(2), mac(0), 100);
+        b.handle_frame(T0, PortId(0), &to2);
+        assert_eq!(b.received_due_floor(), Some(T0));
+        assert_eq!(poll(&mut b, T0), vec![(PortId(2), 100)]);
+        // The next one is the head again, but the shaper holds it: the floor is the deadline.
+        b.handle_frame(T0 + us(1), PortId(0), &to2);
+        assert_eq!(b.received_due_floor(), Some(T0 + us(124)));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(124)));
+        // One behind it changes no head: nothing new is due, the deadline stays.
+        b.handle_frame(T0 + us(2), PortId(0), &to2);
+        assert_eq!(b.received_due_floor(), None);
+        assert_eq!(b.poll_timeout(), Some(T0 + us(124)));
+        // A frame the bridge does not keep (unknown destination, flooded: copies enter the
+        // idle p1 at once, and p2 behind its head) makes p1's copy due now.
+        b.handle_frame(T0 + us(3), PortId(0), &frame(mac(9), mac(0), 100));
+        assert_eq!(b.received_due_floor(), Some(T0 + us(3)));
+        assert_eq!(b.poll_timeout(), Some(T0 + us(3)));
+        let _ = poll(&mut b, T0 + us(3));
+        // A PAUSE received moves the port's timers: "anything", the driver asks again.
+        b.handle_frame(T0 + us(4), PortId(2), &pause(mac(2), 10));
+        assert_eq!(b.received_due_floor(), Some(Instant::ZERO));
+
+        // Lossless mode: a data frame changes its input buffer's PAUSE state and timers.
+        let mut cfg = BridgeConfig::with_ports(vec![PortConfig::new("p0"), PortConfig::new("p1")]);
+        cfg.lossless.mode = LosslessMode::Pause;
+        let b = Bridge::new(cfg, Rng::new(1));
+        assert!(b.is_ok(), "{b:?}");
+        let mut b = b.unwrap_or_else(|_| unreachable!());
+        b.handle_frame(T0, PortId(0), &frame(mac(1), mac(0), 100));
+        assert_eq!(b.received_due_floor(), Some(Instant::ZERO));
     }
 
     #[test]

@@ -1122,11 +1122,19 @@ impl<X: SimNode> Sim<X> {
         }
         self.stats.deliveries += 1;
         // A core that keeps the frame takes its buffer and gives a spare back (no copy).
-        let moved = match &mut self.nodes[to].body {
+        let node = &mut self.nodes[to];
+        let moved = match &mut node.body {
             Body::Switch(s) => {
                 s.bridge
                     .handle_frame_buf(now, PortId(port as u16), &mut buf);
-                true
+                // The deadline is at least the earlier of the old one (not before the wake-up
+                // kept for it) and the frame's floor: a floor not before the wake-up leaves it
+                // where it is, as the reschedule would (a frame queued behind the head of a
+                // busy port, most of a congested switch's arrivals).
+                match s.bridge.received_due_floor() {
+                    None => false,
+                    Some(f) => node.wake_seq.is_none() || f < node.wake_at,
+                }
             }
             Body::Host(h) => h.handle_frame(now, &mut buf),
             Body::Custom(x) => {
@@ -1136,7 +1144,8 @@ impl<X: SimNode> Sim<X> {
         };
         self.pool.push(buf);
         // A node's wake-up follows its `poll_timeout` as it was at its last reschedule; a
-        // host that says its timeout has not moved keeps it (a receiver taking data frames).
+        // host that says its timeout has not moved keeps it (a receiver taking data frames),
+        // and so does a switch whose frame made nothing due before its wake-up.
         if moved {
             self.reschedule(to, None);
         }
