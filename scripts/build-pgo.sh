@@ -13,8 +13,10 @@
 # summary (its wall-clock figures aside) and trace, and the parking lot's trace, summary and
 # tables, from both builds must be byte for byte the same, or it fails.
 #
-# Usage: scripts/build-pgo.sh [--no-check]
-#   --no-check   skip the comparison with the plain release build (and that build)
+# Usage: scripts/build-pgo.sh [--no-check] [--testbed-only]
+#   --no-check       skip the comparison with the plain release build (and that build)
+#   --testbed-only   build only the testbed with the profile, not the daemons (which a PGO
+#                    testbed needs beside it for namespace runs)
 #
 # Needs the toolchain's `llvm-profdata` (rustup component `llvm-tools`, added when missing;
 # exit status 3 when it cannot be had, 1 on any other failure).
@@ -22,11 +24,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 check=1
+packages="testbed cp-switch rp-agent cnm-dump"
 for a in "$@"; do
     case "$a" in
         --no-check) check=0 ;;
+        --testbed-only) packages=testbed ;;
         -h | --help)
-            sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -87,15 +91,15 @@ say "3/3 optimised build (target/pgo)"
 # features across the daemons and the testbed, which changes the compiled functions, and a
 # function whose control flow no longer matches its profile gets none (measured: the dumbbell
 # as fast as with no profile at all). The daemons share the cores' profile from the training.
-for p in testbed cp-switch rp-agent cnm-dump; do
+for p in $packages; do
     RUSTFLAGS="-Cprofile-use=$work/merged.profdata" \
         cargo build --release -p "$p" --target-dir target/pgo
 done
-say "built target/pgo/release/{testbed,cp-switch,rp-agent,cnm-dump}"
+say "built in target/pgo/release: $packages"
 
 if [ "$check" = 1 ]; then
     say "checking: the same outputs as the plain release build"
-    cargo build --release -p testbed
+    cargo build --release --workspace
     for b in release pgo; do
         bin="$PWD/target/$b/testbed"
         [ "$b" = pgo ] && bin="$PWD/target/pgo/release/testbed"
