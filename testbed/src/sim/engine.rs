@@ -1130,7 +1130,10 @@ impl<X: SimNode> Sim<X> {
                 // The deadline is at least the earlier of the old one (not before the wake-up
                 // kept for it) and the frame's floor: a floor not before the wake-up leaves it
                 // where it is, as the reschedule would (a frame queued behind the head of a
-                // busy port, most of a congested switch's arrivals).
+                // busy port, most of a congested switch's arrivals). A switch's wake-up is
+                // never later than its deadline: its links are paced by its shaper and never
+                // refuse a frame, so no `refused` instant delays it; the spin break's 1 ns
+                // (the only other delay) a reschedule at the same instant would repeat.
                 match s.bridge.received_due_floor() {
                     None => false,
                     Some(f) => node.wake_seq.is_none() || f < node.wake_at,
