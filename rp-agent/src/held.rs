@@ -185,9 +185,14 @@ mod tests {
 
     /// An agent on a 10 Mb/s line with a 10 000-octet queue.
     fn small_agent() -> Agent {
+        agent_with_queue(10_000)
+    }
+
+    /// An agent on a 10 Mb/s line whose flow queues hold `limit` octets.
+    fn agent_with_queue(limit: u64) -> Agent {
         let cfg = AgentConfig {
             line_rate: Rate::from_mbps(10),
-            queue_limit: Bytes::new(10_000),
+            queue_limit: Bytes::new(limit),
             wire_overhead: false,
             ..AgentConfig::default()
         };
@@ -318,13 +323,7 @@ mod tests {
     #[test]
     fn held_frames_are_stranded_only_when_nothing_queued_can_wake_their_producer() {
         // A queue of one 9000-octet frame on a 10 Mb/s line.
-        let cfg = AgentConfig {
-            line_rate: Rate::from_mbps(10),
-            queue_limit: Bytes::new(crate::config::MAX_FRAME as u64),
-            wire_overhead: false,
-            ..AgentConfig::default()
-        };
-        let mut agent = Agent::new(cfg, Rng::new(1)).unwrap();
+        let mut agent = agent_with_queue(crate::config::MAX_FRAME as u64);
         let now = Instant::from_nanos(1_000);
         let mut held = HeldFrames::new();
         assert!(!held.stranded(&agent), "nothing held");
