@@ -308,6 +308,17 @@ impl Port {
             && self.pause_rx.at_rest()
             && self.neighbour_cn.is_none()
     }
+
+    /// When the port may start the head of its priority-`p` output queue, queued at `ts`: not
+    /// before it arrived, nor before a PAUSE or PFC received for its priority ends (802.3-2018
+    /// clause 31B.3.1; 802.1Q-2018 clause 36), nor before the port's shaper frees the emulated
+    /// line. What [`Bridge::poll_timeout`] reports for a backlogged port (the earliest over its
+    /// priorities) and [`Bridge::received_due_floor`] for a frame that becomes a head.
+    #[inline]
+    fn head_ready(&self, p: usize, ts: Instant) -> Instant {
+        ts.max(self.pause_rx.until(p))
+            .max(self.shaper.next_free().unwrap_or(Instant::ZERO))
+    }
 }
 
 impl Bridge {
@@ -840,11 +851,11 @@ impl Bridge {
                     let p = backlog.trailing_zeros() as usize;
                     backlog &= backlog - 1;
                     if let Some(f) = self.outqs[o * P + p].front() {
-                        ready = ready.min(f.ts.max(port.pause_rx.until(p)));
+                        ready = ready.min(port.head_ready(p, f.ts));
                     }
                 }
                 if ready != Instant::MAX {
-                    consider(ready.max(port.shaper.next_free().unwrap_or(Instant::ZERO)));
+                    consider(ready);
                 }
             }
         }
@@ -1628,10 +1639,7 @@ impl Bridge {
         let port = &mut self.ports[o];
         port.backlog |= 1 << p;
         if head {
-            // When `poll_timeout` finds this queue's port ready for it.
-            let ready = at
-                .max(port.pause_rx.until(p))
-                .max(port.shaper.next_free().unwrap_or(Instant::ZERO));
+            let ready = port.head_ready(p, at);
             self.note_due(ready);
         }
         self.busy.insert(o);
