@@ -30,7 +30,8 @@ for a in "$@"; do
         --no-check) check=0 ;;
         --testbed-only) packages=testbed ;;
         -h | --help)
-            sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+            # The comment at the top of this file, up to its first line of code.
+            awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
             exit 0
             ;;
         *)
